@@ -1,0 +1,122 @@
+"""The labs: one folder each under ``labs/``, described by its ``lab.yaml``.
+
+Labs are found by scanning the folder, so an instructor adds a lab by adding a folder.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import UnknownExerciseError, UnknownLabError, UsageError
+from .paths import labs_dir
+
+NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class ExerciseSpec:
+    id: str
+    title: str
+    minutes: int
+    path: Path
+
+
+@dataclass
+class LabSpec:
+    name: str
+    path: Path
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def title(self) -> str:
+        return str(self.raw.get("title", self.name))
+
+    @property
+    def concepts(self) -> list[str]:
+        return [str(c) for c in self.raw.get("concepts", [])]
+
+    @property
+    def minutes(self) -> dict[str, int]:
+        m = self.raw.get("minutes") or {}
+        return {"teaching": int(m.get("teaching", 0)), "exercises": int(m.get("exercises", 0))}
+
+    @property
+    def nodes(self) -> int:
+        return int(self.raw.get("nodes", 1))
+
+    @property
+    def notebook(self) -> str | None:
+        return self.raw.get("notebook")
+
+    @property
+    def cluster(self) -> dict[str, Any]:
+        return dict(self.raw.get("cluster") or {})
+
+    @property
+    def manifests(self) -> list[Path]:
+        folder = self.path / "manifests"
+        if not folder.is_dir():
+            return []
+        return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+
+    @property
+    def exercises(self) -> list[ExerciseSpec]:
+        out = []
+        for item in self.raw.get("exercises") or []:
+            ex_id = str(item["id"])
+            out.append(ExerciseSpec(ex_id, str(item.get("title", ex_id)), int(item.get("minutes", 5)),
+                                    self.path / "exercises" / f"{ex_id}.py"))
+        return out
+
+    def exercise(self, ex_id: str) -> ExerciseSpec:
+        for ex in self.exercises:
+            if ex.id == ex_id:
+                return ex
+        ids = [e.id for e in self.exercises]
+        close = difflib.get_close_matches(ex_id, ids, n=1)
+        raise UnknownExerciseError(
+            f"Lab {self.name!r} has no exercise {ex_id!r}.",
+            (f"Did you mean {close[0]!r}? " if close else "")
+            + f"Its exercises are: {', '.join(ids) or '(none)'} (krmcourse exercises {self.name}).")
+
+
+def load(path: Path) -> LabSpec:
+    """Read one lab folder; a broken lab.yaml is reported with its path."""
+    try:
+        raw = yaml.safe_load((path / "lab.yaml").read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path / 'lab.yaml'} is not valid YAML: {exc}", "Fix the file and try again.") from exc
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path / 'lab.yaml'} must be a mapping.", "See labs/README.md for the format.")
+    return LabSpec(path.name, path, raw)
+
+
+def names(root: Path | None = None) -> list[str]:
+    root = root or labs_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "lab.yaml").is_file() and NAME.match(p.name))
+
+
+def all_labs(root: Path | None = None) -> list[LabSpec]:
+    """Every lab, in course order (the notebook's number, then the name)."""
+    root = root or labs_dir()
+    labs = [load(root / n) for n in names(root)]
+    return sorted(labs, key=lambda s: (s.notebook or "zz", s.name))
+
+
+def get(name: str, root: Path | None = None) -> LabSpec:
+    root = root or labs_dir()
+    known = names(root)
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        raise UnknownLabError(
+            f"There is no lab called {name!r}.",
+            (f"Did you mean {close[0]!r}? " if close else "") + "Run 'krmcourse list' to see the labs.")
+    return load(root / name)

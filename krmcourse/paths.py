@@ -1,0 +1,41 @@
+"""Where krmcourse keeps its files, per user, and never inside ``~/.kube``.
+
+- the toolchain cache (binaries keyed by version): ``$KRMCOURSE_CACHE`` or ``~/.cache/krmcourse``;
+- cluster state (one folder per lab cluster): ``$KRMCOURSE_HOME`` or ``~/.local/state/krmcourse``;
+- the labs: ``$KRMCOURSE_LABS`` or the ``labs/`` folder beside the package.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    if env := os.environ.get("KRMCOURSE_CACHE"):
+        return Path(env).expanduser().resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "krmcourse"
+
+
+def state_dir() -> Path:
+    if env := os.environ.get("KRMCOURSE_HOME"):
+        return Path(env).expanduser().resolve()
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "krmcourse"
+
+
+def labs_dir() -> Path:
+    if env := os.environ.get("KRMCOURSE_LABS"):
+        return Path(env).expanduser().resolve()
+    return Path(__file__).resolve().parent.parent / "labs"
+
+
+def private_file(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` readable by the owner only (kubeconfigs hold credentials)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(path, 0o600)
+    return path

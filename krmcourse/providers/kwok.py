@@ -1,0 +1,215 @@
+"""The default provider: a real control plane run as local processes by kwokctl's binary runtime.
+
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler are the real programs, built from
+source by :mod:`krmcourse.toolchain`; kwok plays the kubelets, so nodes and pods are simulated while
+everything else (RBAC, admission, garbage collection, Deployments, Jobs) is real. kwokctl keeps each
+cluster in ``$KWOK_WORKDIR/clusters/<name>``; we point ``KWOK_WORKDIR`` into krmcourse's own state
+folder so nothing lands in ``~/.kwok`` or ``~/.kube``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+
+from .. import pins, toolchain
+from ..errors import ClusterError, ToolchainError
+from ..kubectl import kubectl_binary
+from ..paths import state_dir
+from .base import ClusterOptions, Provider, Say, check_port_free
+
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
+
+# Metadata for every request, but not the constant chatter of leases and events, and no request bodies:
+# enough to answer "who did what to which object", small enough to read in a notebook.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "None", "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}]},
+        {"level": "None", "resources": [{"group": "", "resources": ["events"]},
+                                        {"group": "events.k8s.io", "resources": ["events"]}]},
+        {"level": "None", "nonResourceURLs": ["/healthz*", "/readyz*", "/livez*", "/version"]},
+        {"level": "Metadata"},
+    ],
+}
+
+
+class KwokProvider(Provider):
+    name = "kwok"
+
+    @property
+    def workdir(self) -> Path:
+        return state_dir() / "kwok"
+
+    def cluster_dir(self, cluster: str) -> Path:
+        return self.workdir / "clusters" / cluster
+
+    def kubeconfig(self, cluster: str) -> Path:
+        return self.cluster_dir(cluster) / "kubeconfig.yaml"
+
+    def audit_log(self, cluster: str) -> Path | None:
+        path = self.cluster_dir(cluster) / "logs" / "audit.log"
+        return path
+
+    def usable(self) -> str | None:
+        if toolchain.is_installed():
+            return None
+        try:
+            toolchain.require_go()
+        except ToolchainError as exc:
+            return str(exc)
+        return None  # buildable: `up` builds it first
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        kubectl_dir = str(kubectl_binary().parent)
+        env.update(KWOK_WORKDIR=str(self.workdir), PATH=f"{kubectl_dir}{os.pathsep}{env.get('PATH', '')}")
+        return env
+
+    def _kwokctl(self, cluster: str, *args: str, config: Path | None = None,
+                 timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        cmd = [str(toolchain.binary("kwokctl")), "--name", cluster]
+        if config is not None:
+            cmd += ["--config", str(config)]
+        # start_new_session keeps Ctrl-C in the terminal from killing kwokctl half-way; the caller
+        # handles the interrupt and cleans up instead.
+        return subprocess.run(cmd + list(args), env=self._env(), capture_output=True, text=True,
+                               timeout=timeout, start_new_session=True)
+
+    def config_document(self, options: ClusterOptions) -> list[dict]:
+        """The KwokctlConfiguration (plus any Stage documents) for one lab cluster."""
+        bins = {c: str(toolchain.binary(c)) for c in (*pins.KUBERNETES_COMMANDS, "etcd", "kwok")}
+        opts: dict[str, object] = {
+            "runtime": "binary",
+            "bindAddress": "127.0.0.1",
+            "kubeVersion": pins.KUBERNETES,
+            "etcdVersion": pins.ETCD,
+            "kwokVersion": pins.KWOK,
+            "kubeApiserverBinary": bins["kube-apiserver"],
+            "kubeControllerManagerBinary": bins["kube-controller-manager"],
+            "kubeSchedulerBinary": bins["kube-scheduler"],
+            "kwokControllerBinary": bins["kwok"],
+            "etcdBinary": bins["etcd"],
+            "kubectlBinary": str(kubectl_binary()),
+            "kubeAuthorization": True,
+            "kubeAdmission": True,
+            "securePort": True,
+        }
+        if options.audit:
+            opts["kubeAuditPolicy"] = str(self.cluster_dir(options.cluster).parent / f".{options.cluster}"
+                                          "-audit-policy.yaml")
+        if options.port:
+            opts["kubeApiserverPort"] = options.port
+        patches = [{"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}]}]
+        apiserver_args = [{"key": k, "value": v} for k, v in options.apiserver_args.items()]
+        if apiserver_args:
+            patches.append({"name": "kube-apiserver", "extraArgs": apiserver_args})
+        docs: list[dict] = [{"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
+                             "options": opts, "componentsPatches": patches}]
+        for stage_file in options.stages:
+            docs += [d for d in yaml.safe_load_all(Path(stage_file).read_text()) if d]
+        return docs
+
+    def create(self, options: ClusterOptions, say: Say) -> None:
+        if not toolchain.is_installed():
+            say(f"The lab toolchain is not built yet ({', '.join(toolchain.missing())}); building it now.")
+            toolchain.install(say)
+        if options.port:
+            check_port_free(options.port)
+        clusters = self.workdir / "clusters"
+        clusters.mkdir(parents=True, exist_ok=True)
+        config = clusters / f".{options.cluster}-kwokctl.yaml"
+        if options.audit:
+            policy = clusters / f".{options.cluster}-audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+        config.write_text(yaml.safe_dump_all(self.config_document(options)))
+        try:
+            done = self._kwokctl(options.cluster, "create", "cluster", "--runtime", "binary",
+                                 "--kubeconfig", "", "--timeout", "120s", "--wait", "0s", config=config)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"kwokctl did not finish creating {options.cluster} within "
+                               f"{exc.timeout:.0f} s.", "Run 'krmcourse doctor' and see the component "
+                               f"logs in {self.cluster_dir(options.cluster) / 'logs'}.") from exc
+        if done.returncode != 0:
+            raise ClusterError(f"kwokctl could not create cluster {options.cluster}:\n"
+                               f"{_tail(done.stderr or done.stdout)}",
+                               f"See the component logs in {self.cluster_dir(options.cluster) / 'logs'}, "
+                               "or run 'krmcourse doctor'.")
+        os.chmod(self.kubeconfig(options.cluster), 0o600)
+
+    def delete(self, cluster: str) -> None:
+        pids = self.pids(cluster)
+        if self.cluster_dir(cluster).exists():
+            try:
+                self._kwokctl(cluster, "delete", "cluster", "--kubeconfig", "", timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+        # kwokctl stops what it started, but a half-created cluster may have no record of some of
+        # it: kill whatever is left of the pids we saw, then remove the folder.
+        for pid in pids.values():
+            _kill(pid)
+        for leftover in (self.cluster_dir(cluster),):
+            if leftover.exists():
+                subprocess.run(["rm", "-rf", str(leftover)], check=False)
+        for extra in self.workdir.glob(f"clusters/.{cluster}-*"):
+            extra.unlink(missing_ok=True)
+
+    def exists(self, cluster: str) -> bool:
+        return self.cluster_dir(cluster).is_dir()
+
+    def clusters(self) -> list[str]:
+        root = self.workdir / "clusters"
+        return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+    def pids(self, cluster: str) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for pidfile in (self.cluster_dir(cluster) / "pids").glob("*.pid"):
+            try:
+                found[pidfile.stem] = int(pidfile.read_text().strip())
+            except ValueError:
+                continue
+        return found
+
+    def health(self, cluster: str) -> dict[str, bool]:
+        pids = self.pids(cluster)
+        return {c: c in pids and _alive(pids[c]) for c in COMPONENTS}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def _kill(pid: int) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _alive(pid):
+            return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        for _ in range(30):
+            if not _alive(pid):
+                return
+            time.sleep(0.1)
+
+
+def _tail(text: str, lines: int = 20) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
