@@ -21,16 +21,24 @@ background traffic on other resources (leases, nodes, events) does not blur it.
 
 from __future__ import annotations
 
+import base64
+import json
 import math
+import os
 import re
+import ssl
+import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 import psutil
+import yaml
 
 from .errors import KrmcourseError
 
@@ -47,8 +55,11 @@ APISERVER_FAMILIES = (
     "apiserver_response_sizes_count",
     "apiserver_watch_events_total",
     "apiserver_watch_events_sizes_sum",
-    "apiserver_registered_watchers",
+    "apiserver_request_body_size_bytes_sum",
 )
+
+SSA = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
 
 #: Our controllers print this line once their metrics endpoint listens (see ``metrics_url``).
 METRICS_LINE = re.compile(r"metrics: (http://127\.0\.0\.1:\d+/metrics)")
@@ -187,6 +198,8 @@ class ApiLoad:
     """
 
     resources: tuple[str, ...]
+    minus_requests: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    minus_bytes: dict[tuple[str, str, str], float] = field(default_factory=dict)
     delta: Metrics | None = None
     open_watches: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
@@ -200,15 +213,25 @@ class ApiLoad:
     def _resource(self, resource: Match) -> Match:
         return resource if resource is not None else self.resources
 
+    def _kept(self, name: str, verb: Match, resource: Match, subresource: Match,
+              minus: Mapping[tuple[str, str, str], float]) -> float:
+        total = 0.0
+        for labels, value in self._need().series(name, verb=verb, resource=self._resource(resource),
+                                                 subresource=subresource):
+            key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""))
+            total += value
+            if key in minus:  # take the observer's own share off once per series
+                total -= minus[key]
+                minus = {k: v for k, v in minus.items() if k != key}
+        return max(total, 0.0)
+
     def requests(self, verb: Match = None, resource: Match = None, subresource: Match = None) -> int:
         """Requests that completed, by verb (GET, LIST, WATCH, POST, PUT, PATCH, APPLY, DELETE).
 
         A WATCH is counted when it ends, so stop a controller inside the block to count its watches.
+        Requests listed in ``exclude`` (the workload's own, for example) are left out.
         """
-        match: dict[str, Match] = {"resource": self._resource(resource), "verb": verb}
-        if subresource is not None:
-            match["subresource"] = subresource
-        return round(self._need().total("apiserver_request_total", **match))
+        return round(self._kept("apiserver_request_total", verb, resource, subresource, self.minus_requests))
 
     def by_verb(self) -> pd.DataFrame:
         """A table of requests per verb, resource and subresource, largest first."""
@@ -216,14 +239,14 @@ class ApiLoad:
 
         rows = self._need().by("apiserver_request_total", "verb", "resource", "subresource",
                                resource=self.resources)
-        frame = pd.DataFrame([(*key, round(count)) for key, count in rows.items() if round(count) > 0],
+        kept = {key: count - self.minus_requests.get(key, 0) for key, count in rows.items()}
+        frame = pd.DataFrame([(*key, round(count)) for key, count in kept.items() if round(count) > 0],
                              columns=["verb", "resource", "subresource", "requests"])
         return frame.sort_values("requests", ascending=False, ignore_index=True)
 
     def response_bytes(self, verb: Match = None, resource: Match = None) -> int:
         """Bytes of response bodies the API server sent (watch streams are not included)."""
-        return round(self._need().total("apiserver_response_sizes_sum", verb=verb,
-                                        resource=self._resource(resource)))
+        return round(self._kept("apiserver_response_sizes_sum", verb, resource, None, self.minus_bytes))
 
     def watch_events(self, resource: Match = None) -> int:
         """Watch events the API server sent, to every watcher of these resources."""
@@ -252,18 +275,132 @@ def open_watches(lab: Any, *resources: str) -> dict[str, int]:
             for res in resources}
 
 
+class RestClient:
+    """A small synchronous HTTP client for one cluster, built from a kubeconfig, that counts itself.
+
+    Notebooks use it where the exact request matters (which verb, which content type, how many
+    bytes): kubectl would add discovery requests and hide the status codes. It counts its requests
+    and response bytes under the same ``(verb, resource, subresource)`` keys kube-apiserver uses, so
+    it can be passed to :func:`measure` as the ``observer`` whose own share is left out.
+
+    >>> rest = RestClient(lab.kubeconfig)
+    >>> rest.ok("GET", "/api/v1/namespaces/default/configmaps")["kind"]
+    'ConfigMapList'
+    """
+
+    def __init__(self, kubeconfig: Path) -> None:
+        config = yaml.safe_load(Path(kubeconfig).read_text())
+        cluster = config["clusters"][0]["cluster"]
+        user = config["users"][0]["user"]
+        self._tmp = tempfile.TemporaryDirectory(prefix="krm-rest-")
+        context = ssl.create_default_context(cafile=self._file(cluster, "certificate-authority"))
+        if user.get("client-certificate") or user.get("client-certificate-data"):
+            context.load_cert_chain(str(self._file(user, "client-certificate")),
+                                    str(self._file(user, "client-key")))
+        headers = {"Authorization": f"Bearer {user['token']}"} if user.get("token") else {}
+        self.server = str(cluster["server"])
+        self.http = httpx.Client(base_url=self.server, verify=context, headers=headers, timeout=30)
+        self.sent = 0
+        self.received = 0
+        self.request_counts: Counter[tuple[str, str, str]] = Counter()
+        self.byte_counts: Counter[tuple[str, str, str]] = Counter()
+
+    def _file(self, section: dict, key: str) -> str | None:
+        if section.get(key):
+            return str(section[key])
+        if section.get(f"{key}-data"):
+            path = Path(self._tmp.name) / key
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(base64.b64decode(section[f"{key}-data"]))
+            return str(path)
+        return None
+
+    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
+             params: dict[str, str] | None = None, accept: str | None = None) -> httpx.Response:
+        """One request; returns the response whatever its status (check ``.status_code``)."""
+        content = None if body is None else (body if isinstance(body, str) else json.dumps(body))
+        headers = {"Content-Type": content_type}
+        if accept:
+            headers["Accept"] = accept
+        response = self.http.request(method, path, content=content, params=params, headers=headers)
+        key = metric_key(method, path, content_type, params)
+        self.request_counts[key] += 1
+        self.byte_counts[key] += len(response.content)
+        self.sent += len(content or "")
+        self.received += len(response.content)
+        return response
+
+    def ok(self, method: str, path: str, body: Any = None, **kwargs: Any) -> dict:
+        """Like call(), but a failure raises with the API server's own message."""
+        response = self.call(method, path, body, **kwargs)
+        if response.status_code >= 400:
+            raise KrmcourseError(f"{method} {path} answered {response.status_code}: {message(response)}",
+                                 "Read the API server's message above.")
+        return dict(response.json()) if response.content else {}
+
+    def close(self) -> None:
+        self.http.close()
+        self._tmp.cleanup()
+
+
+def metric_key(method: str, path: str, content_type: str,
+               params: dict[str, str] | None) -> tuple[str, str, str]:
+    """The (verb, resource, subresource) under which kube-apiserver's metrics count this request."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    resource, name, sub = (rest + ["", "", ""])[:3]
+    verb = method.upper()
+    if verb == "GET":
+        verb = "WATCH" if (params or {}).get("watch") == "true" else ("GET" if name else "LIST")
+    elif verb == "PATCH" and content_type == SSA:
+        verb = "APPLY"
+    return verb, resource, sub
+
+
+def message(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("message", response.text))
+    except ValueError:
+        return response.text
+
+
+class Observer(Protocol):
+    """A client that counts its own requests, so a measurement can leave them out.
+
+    The notebook's own requests (creating objects, checking that a controller converged) hit the
+    same resources as the controller under test; subtracting them keeps the figures honest.
+    """
+
+    request_counts: Mapping[tuple[str, str, str], int]
+    byte_counts: Mapping[tuple[str, str, str], int]
+
+
 @contextmanager
-def measure(lab: Any, *resources: str) -> Iterator[ApiLoad]:
-    """Scrape kube-apiserver before and after the block; the yielded ApiLoad holds the difference."""
+def measure(lab: Any, *resources: str, observer: Observer | None = None) -> Iterator[ApiLoad]:
+    """Scrape kube-apiserver before and after the block; the yielded ApiLoad holds the difference.
+
+    With ``observer``, the requests that client made during the block, counted by
+    ``(verb, resource, subresource)``, are subtracted from every figure.
+    """
     if not resources:
         raise KrmcourseError("measure() needs at least one resource, for example measure(lab, 'widgets').",
                              "Name the plural resources your controller touches.")
     load = ApiLoad(tuple(resources))
+    own_requests = dict(observer.request_counts) if observer else {}
+    own_bytes = dict(observer.byte_counts) if observer else {}
     before = scrape_apiserver(lab)
     started = time.monotonic()
     yield load
     load.seconds = time.monotonic() - started
     load.delta = scrape_apiserver(lab) - before
+    if observer is not None:
+        load.minus_requests = {k: v - own_requests.get(k, 0) for k, v in observer.request_counts.items()
+                               if v - own_requests.get(k, 0)}
+        load.minus_bytes = {k: v - own_bytes.get(k, 0) for k, v in observer.byte_counts.items()
+                            if v - own_bytes.get(k, 0)}
 
 
 def ratio(worse: float, better: float) -> float:
@@ -300,7 +437,56 @@ def plot(frame: pd.DataFrame, columns: Iterable[str] | None = None, title: str =
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    plt.close(fig)  # the notebook shows the returned figure once, not again when the cell ends
     return fig
+
+
+@dataclass
+class Comparison:
+    """Variants of one experiment side by side: a table (one row per variant) and the loads behind it."""
+
+    title: str
+    table: pd.DataFrame
+    loads: dict[str, ApiLoad] = field(default_factory=dict)
+
+    def ratio(self, measure: str, worse: str, better: str) -> float:
+        """How many times more of ``measure`` the ``worse`` variant used than the ``better`` one."""
+        return round(ratio(float(self.table.loc[worse, measure]), float(self.table.loc[better, measure])), 1)
+
+    def plot(self, *columns: str) -> Figure:
+        return plot(self.table, columns or None, self.title)
+
+    def _repr_html_(self) -> str:
+        return f"<b>{self.title}</b>" + str(self.table._repr_html_())
+
+    def __repr__(self) -> str:
+        return f"{self.title}\n{self.table}"
+
+
+@dataclass
+class MeteredProcess:
+    """A running controller that serves its own Prometheus metrics."""
+
+    proc: Any
+    url: str
+
+    def metrics(self) -> Metrics:
+        return scrape(self.url)
+
+    def rss(self) -> int:
+        return rss_bytes(int(self.proc.pid))
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+def start_metered(lab: Any, script: Path, *args: str, name: str | None = None, ready: str = "synced",
+                  timeout: float = 30) -> MeteredProcess:
+    """Run a controller script with ``lab.run_controller``, wait for its metrics URL and for ``ready`` in its log."""
+    proc = lab.run_controller(script, *args, name=name)
+    url = metrics_url(proc, timeout=timeout)
+    proc.wait_for_log(ready, timeout=timeout)
+    return MeteredProcess(proc, url)
 
 
 def mib(n: float) -> float:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import yaml
 
 from . import catalog, exercises, kubectl, providers
-from .errors import KubectlError, UsageError
+from .errors import ClusterError, KubectlError, UsageError
 from .paths import private_file, state_dir
 from .processes import ManagedProcess, kill_recorded
 from .providers import ClusterOptions, Provider
@@ -139,7 +139,10 @@ class Lab:
             self._wait_ready()
             self._apply_manifests()
         except BaseException as exc:
-            # Ctrl-C or a failure half-way: leave no process, port or folder behind.
+            # Ctrl-C or a failure half-way: leave no process, port or folder behind, but keep the
+            # component logs of a failure so that the reason can still be read.
+            if not isinstance(exc, KeyboardInterrupt):
+                self._keep_logs()
             self._teardown()
             if isinstance(exc, KeyboardInterrupt):
                 self.say(f"Lab {self.name}: interrupted; everything it had started was stopped.")
@@ -156,15 +159,45 @@ class Lab:
             stages=[self.path / s for s in cluster.get("stages", [])],
             apiserver_args={str(k): str(v) for k, v in (cluster.get("apiserver_args") or {}).items()})
 
-    def _wait_ready(self, timeout: float = 90) -> None:
-        self.wait_until(self._api_ready, timeout=timeout, interval=0.1,
-                        message=f"the API server of {self.cluster} did not become ready")
-        if self.provider.name == "kwok" and self.spec.nodes > 0:
-            self.apply([_node(f"kwok-node-{i}") for i in range(self.spec.nodes)])
-            self.wait_for("node", "condition=Ready", all=True, timeout=timeout)
-        self.wait_until(lambda: self.get("serviceaccount", "default", namespace="default"),
-                        timeout=timeout, interval=0.1,
-                        message="the default ServiceAccount was never created (is kube-controller-manager up?)")
+    def _wait_ready(self, timeout: float = 120) -> None:
+        """Ready means: the API answers, the nodes are Ready, and the default ServiceAccount exists."""
+        try:
+            self.wait_until(self._api_ready, timeout=timeout, interval=0.1,
+                            message=f"the API server of {self.cluster} did not become ready")
+            if self.provider.name == "kwok" and self.spec.nodes > 0:
+                self.apply([_node(f"kwok-node-{i}") for i in range(self.spec.nodes)])
+                self.wait_until(self._nodes_ready, timeout=timeout, interval=0.1,
+                                message="the simulated nodes did not become Ready")
+            self.wait_until(lambda: self.get("serviceaccount", "default", namespace="default"),
+                            timeout=timeout, interval=0.1,
+                            message="the default ServiceAccount was never created")
+        except (TimeoutError, KubectlError) as exc:
+            down = [c for c, ok in self.provider.health(self.cluster).items() if not ok]
+            detail = "".join(self._log_tail(c) for c in down[:2])
+            raise ClusterError(f"Lab {self.name}: {exc}." + (f" Not running: {', '.join(down)}." if down else "")
+                               + detail,
+                               f"See the component logs in {self.kubeconfig.parent / 'logs'}; "
+                               f"'krmcourse reset {self.name}' tries again from scratch.") from exc
+
+    def _keep_logs(self) -> None:
+        logs = self.kubeconfig.parent / "logs"
+        if logs.is_dir():
+            target = state_dir() / "failed" / f"{self.cluster}-{time.strftime('%Y%m%d-%H%M%S')}"
+            shutil.copytree(logs, target, dirs_exist_ok=True)
+            self.say(f"Lab {self.name}: the component logs of the failed start are kept in {target}.")
+
+    def _log_tail(self, component: str, lines: int = 8) -> str:
+        log = self.kubeconfig.parent / "logs" / f"{component}.log"
+        if not log.is_file():
+            return ""
+        tail = log.read_text(errors="replace").strip().splitlines()[-lines:]
+        return f"\n--- last lines of {component}.log ---\n" + "\n".join(tail)
+
+    def _nodes_ready(self) -> bool:
+        nodes = json.loads(self.kubectl("get", "nodes", "-o", "json"))["items"]
+        ready = [n for n in nodes if any(c["type"] == "Ready" and c["status"] == "True"
+                                         for c in n.get("status", {}).get("conditions", []))]
+        return len(ready) >= self.spec.nodes
 
     def _apply_manifests(self) -> None:
         for manifest in self.spec.manifests:

@@ -97,15 +97,18 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fetch(src: Source, cache: Path | None = None) -> Path:
+def fetch(src: Source, cache: Path | None = None, download: bool = True) -> Path:
     """Download ``src`` with pip (download only: nothing is installed) and verify its checksum.
 
     A file already in the cache with the right checksum is reused, so only the first rebuild pays.
+    With ``download=False`` only the cache is used.
     """
     cache = cache or default_cache()
     cache.mkdir(parents=True, exist_ok=True)
     target = cache / src.filename
-    if not (target.exists() and sha256_of(target) == src.sha256):
+    if not target.exists() and not download:
+        raise SourceError(f"{src.filename} is not in {cache}, and downloading is switched off")
+    if download and not (target.exists() and sha256_of(target) == src.sha256):
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
                "--disable-pip-version-check", "--quiet", "--dest", str(cache), src.requirement]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -22,6 +22,8 @@ class ClusterOptions:
     audit: bool = True
     stages: list[Path] = field(default_factory=list)
     apiserver_args: dict[str, str] = field(default_factory=dict)
+    #: Filled by the provider: the ports it chose for the cluster's components.
+    ports: list[int] = field(default_factory=list)
 
 
 class Provider(ABC):

@@ -9,10 +9,15 @@ folder so nothing lands in ``~/.kwok`` or ``~/.kube``.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -39,6 +44,37 @@ AUDIT_POLICY = {
         {"level": "Metadata"},
     ],
 }
+
+
+#: The ports of one cluster, in the order :func:`free_ports` fills them.
+PORT_KEYS = ("kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort",
+             "kubeSchedulerPort", "kwokControllerPort")
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports that nothing listens on now, chosen by the kernel."""
+    socks, ports = [], []
+    try:
+        while len(ports) < count:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+            ports.append(sock.getsockname()[1])
+    finally:
+        for sock in socks:
+            sock.close()
+    return ports
+
+
+@contextmanager
+def _port_lock() -> Iterator[None]:
+    path = Path(tempfile.gettempdir()) / "krmcourse-ports.lock"
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class KwokProvider(Provider):
@@ -105,8 +141,11 @@ class KwokProvider(Provider):
         if options.audit:
             opts["kubeAuditPolicy"] = str(self.cluster_dir(options.cluster).parent / f".{options.cluster}"
                                           "-audit-policy.yaml")
-        if options.port:
-            opts["kubeApiserverPort"] = options.port
+        ports = iter(options.ports)
+        for key in PORT_KEYS:
+            port = options.port if key == "kubeApiserverPort" and options.port else next(ports, None)
+            if port:
+                opts[key] = port
         patches = [{"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}]}]
         apiserver_args = [{"key": k, "value": v} for k, v in options.apiserver_args.items()]
         if apiserver_args:
@@ -129,10 +168,15 @@ class KwokProvider(Provider):
         if options.audit:
             policy = clusters / f".{options.cluster}-audit-policy.yaml"
             policy.write_text(yaml.safe_dump(AUDIT_POLICY))
-        config.write_text(yaml.safe_dump_all(self.config_document(options)))
         try:
-            done = self._kwokctl(options.cluster, "create", "cluster", "--runtime", "binary",
-                                 "--kubeconfig", "", "--timeout", "120s", "--wait", "0s", config=config)
+            # kwokctl picks ports by counting down from 32767 and probing, so clusters created at the
+            # same moment (by several notebooks, or tests) can pick the same ones. We pick random free
+            # ports instead, and hold a machine-wide lock until the components have bound them.
+            with _port_lock():
+                options.ports = free_ports(len(PORT_KEYS))
+                config.write_text(yaml.safe_dump_all(self.config_document(options)))
+                done = self._kwokctl(options.cluster, "create", "cluster", "--runtime", "binary",
+                                     "--kubeconfig", "", "--timeout", "120s", "--wait", "0s", config=config)
         except subprocess.TimeoutExpired as exc:
             raise ClusterError(f"kwokctl did not finish creating {options.cluster} within "
                                f"{exc.timeout:.0f} s.", "Run 'krmcourse doctor' and see the component "

@@ -1,0 +1,248 @@
+"""The ``krmcourse`` command. Every subcommand is a thin layer over the Python API.
+
+Exit codes: 0 success; 1 an exercise check failed; 2 bad input (unknown lab, exercise, option);
+3 toolchain (Go missing or too old, build failed); 4 provider (none usable, Docker absent, port in
+use); 5 cluster (failed to start, unhealthy, broken state); 6 kubectl failed; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from . import catalog, doctor, toolchain, workshop
+from .errors import KrmcourseError
+from .lab import Lab
+
+FIRST_LAB = "welcome"
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _lab(args: argparse.Namespace) -> Lab:
+    return Lab(args.lab, instance=getattr(args, "instance", None), provider=getattr(args, "provider", None),
+               say=_say)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    lab = _lab(args).up(at=args.at, port=args.port)
+    print(f"export KUBECONFIG={lab.kubeconfig}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    if args.all:
+        for cluster in _running_clusters():
+            _down_cluster(cluster)
+        return 0
+    if not args.lab:
+        raise KrmcourseError("Name a lab to take down, or use --all.", "krmcourse down LAB")
+    _lab(args).down()
+    return 0
+
+
+def _running_clusters() -> list[str]:
+    from .providers.kwok import KwokProvider
+
+    return KwokProvider().clusters()
+
+
+def _down_cluster(cluster: str) -> None:
+    """Take a cluster down by its name, even when its lab folder has since gone."""
+    for name in catalog.names():
+        if cluster == f"krm-{name}" or cluster.startswith(f"krm-{name}-"):
+            instance = cluster.removeprefix(f"krm-{name}").removeprefix("-") or None
+            if instance is None or catalog.NAME.match(instance):
+                Lab(name, instance=instance, say=_say).down()
+                return
+    from .providers.kwok import KwokProvider
+
+    KwokProvider().delete(cluster)
+    print(f"cluster {cluster} deleted")
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    lab = _lab(args).reset(at=args.at)
+    print(f"export KUBECONFIG={lab.kubeconfig}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    names = [args.lab] if args.lab else catalog.names()
+    rows = []
+    for name in names:
+        lab = Lab(name, instance=args.instance, say=_say)
+        if args.lab or lab.provider.exists(lab.cluster):
+            rows.append(lab.status())
+    for name, version, built, _folder in toolchain.describe():
+        print(f"toolchain {name} {version}: {'built' if built else 'NOT BUILT'}")
+    if not rows:
+        print("No lab cluster is running. Start one with 'krmcourse up LAB'.")
+        return 0
+    for row in rows:
+        comps = " ".join(f"{c}={'up' if ok else 'DOWN'}" for c, ok in row["components"].items())
+        state = "ready" if row["ready"] else ("not running" if not row["exists"] else "UNHEALTHY")
+        print(f"{row['lab']:<24} {row['cluster']:<28} {row['provider']:<8} {state:<11} {comps}")
+    return 0 if all(r["ready"] for r in rows) else 5
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for spec in catalog.all_labs():
+        m = spec.minutes
+        concepts = ",".join(spec.concepts) or "-"
+        print(f"{spec.name:<24} {m['teaching']:>3}+{m['exercises']:<3} min  {concepts:<22} {spec.title}")
+    return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    lab = _lab(args)
+    if not lab.provider.exists(lab.cluster):
+        raise KrmcourseError(f"Lab {lab.name} is not up.", f"Run 'krmcourse up {lab.name}' first.")
+    print(f"export KUBECONFIG={lab.kubeconfig}")
+    return 0
+
+
+def cmd_kubectl(args: argparse.Namespace) -> int:
+    lab = _lab(args)
+    from .kubectl import kubectl_binary
+
+    return subprocess.call([str(kubectl_binary()), "--kubeconfig", str(lab.kubeconfig), *args.args])
+
+
+def cmd_exercises(args: argparse.Namespace) -> int:
+    spec = catalog.get(args.lab)
+    for ex in spec.exercises:
+        print(f"{ex.id:<28} {ex.minutes:>3} min  {ex.title}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    _lab(args).check(args.exercise)
+    return 0
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    lab = _lab(args)
+    lab.solve(args.exercise)
+    print(f"Applied the reference solution of {args.exercise}.")
+    return 0
+
+
+def cmd_progress(args: argparse.Namespace) -> int:
+    rows = workshop.progress(args.labs or None)
+    if args.json:
+        print(json.dumps({"user": os.environ.get("USER", ""), "rows": rows}, indent=2))
+    else:
+        for r in rows:
+            print(f"{r['lab']:<24} {r['exercise']:<28} {r['state']:<7} {r['hint'][:70]}")
+    return 0
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    print(workshop.format_schedule(workshop.schedule(start_minutes=args.start * 60)))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    if args.fix:
+        for line in doctor.fix() or ["nothing to fix"]:
+            print(line)
+    findings = doctor.examine()
+    for f in findings:
+        print(f"{'ok ' if f.ok else 'BAD'} {f.what}" + ("" if f.ok or not f.fix else f"\n    -> {f.fix}"))
+    return 0 if all(f.ok for f in findings) else 1
+
+
+def cmd_toolchain(args: argparse.Namespace) -> int:
+    if args.action == "install":
+        toolchain.install(_say, force=args.force)
+    else:
+        for name, version, built, folder in toolchain.describe():
+            print(f"{name:<12} {version:<10} {'built' if built else 'not built':<10} {folder}")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    """Everything a learner needs: toolchain, the first lab, and JupyterLab on the notebooks."""
+    toolchain.install(_say)
+    Lab(FIRST_LAB, say=_say).up()
+    if args.no_browser_lab:
+        return 0
+    notebooks = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "notebooks")
+    return subprocess.call([sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebooks}",
+                            "--ServerApp.ip=127.0.0.1"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="krmcourse", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def lab_cmd(name: str, fn, help: str, lab_required: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("lab", nargs=None if lab_required else "?", help="lab name (see 'krmcourse list')")
+        p.add_argument("--instance", help="a second cluster of the same lab, e.g. 'east'")
+        p.add_argument("--provider", choices=["kwok", "kind", "existing"],
+                       help="where the cluster comes from (default: $KRMCOURSE_PROVIDER, else automatic)")
+        p.set_defaults(fn=fn)
+        return p
+
+    p = lab_cmd("up", cmd_up, "bring a lab's cluster up (reusing a healthy one)")
+    p.add_argument("--at", help="start at this exercise, with every earlier one solved")
+    p.add_argument("--port", type=int, help="API server port (default: a free one)")
+    p = lab_cmd("down", cmd_down, "delete a lab's cluster and everything it started", lab_required=False)
+    p.add_argument("--all", action="store_true", help="every lab cluster")
+    p = lab_cmd("reset", cmd_reset, "recreate a lab's cluster from scratch")
+    p.add_argument("--at", help="start at this exercise, with every earlier one solved")
+    lab_cmd("status", cmd_status, "health of running lab clusters", lab_required=False)
+    lab_cmd("env", cmd_env, "print the export line for a lab's KUBECONFIG")
+    p = lab_cmd("kubectl", cmd_kubectl, "run kubectl against a lab's cluster")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p = lab_cmd("check", cmd_check, "check an exercise against the cluster")
+    p.add_argument("exercise")
+    p = lab_cmd("solve", cmd_solve, "apply an exercise's reference solution")
+    p.add_argument("exercise")
+    p = sub.add_parser("exercises", help="list a lab's exercises")
+    p.add_argument("lab")
+    p.set_defaults(fn=cmd_exercises)
+    sub.add_parser("list", help="list the labs").set_defaults(fn=cmd_list)
+    p = sub.add_parser("progress", help="run every check of running labs (instructors: who is stuck)")
+    p.add_argument("labs", nargs="*")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_progress)
+    p = sub.add_parser("schedule", help="a workshop schedule built from the labs' minutes")
+    p.add_argument("--start", type=int, default=9, help="start hour (default 9)")
+    p.set_defaults(fn=cmd_schedule)
+    p = sub.add_parser("doctor", help="report what is missing or leaked, and how to fix it")
+    p.add_argument("--fix", action="store_true", help="stop leaked processes, remove broken clusters")
+    p.set_defaults(fn=cmd_doctor)
+    p = sub.add_parser("toolchain", help="build or show the lab control plane binaries")
+    p.add_argument("action", choices=["install", "status"])
+    p.add_argument("--force", action="store_true", help="rebuild even if built")
+    p.set_defaults(fn=cmd_toolchain)
+    p = sub.add_parser("start", help="build what is missing, bring up the first lab, open JupyterLab")
+    p.add_argument("--no-browser-lab", action="store_true", help="stop before starting JupyterLab")
+    p.set_defaults(fn=cmd_start)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except KrmcourseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""``krmcourse doctor``: what is missing, what is broken, and what leaked, each with the fix.
+
+A leak is a control-plane or controller process whose cluster folder is gone, or a cluster folder
+whose processes are gone. Both happen when a machine or kernel dies mid-lab.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from . import pins, toolchain
+from .kubectl import kubectl_binary
+from .paths import state_dir
+from .processes import MARKER
+from .providers.kind import KindProvider
+from .providers.kwok import KwokProvider
+
+
+@dataclass
+class Finding:
+    ok: bool
+    what: str
+    fix: str = ""
+
+
+def leaked_processes() -> list[psutil.Process]:
+    """Processes krmcourse started whose cluster or lab folder no longer exists."""
+    clusters = state_dir() / "kwok" / "clusters"
+    leaked = []
+    for proc in psutil.process_iter(["pid", "exe", "cmdline"]):
+        try:
+            exe = proc.info["exe"] or ""
+            if exe.startswith(str(clusters) + "/"):
+                cluster = Path(exe).relative_to(clusters).parts[0]
+                if not (clusters / cluster / "kubeconfig.yaml").exists():
+                    leaked.append(proc)
+                continue
+            environ = proc.environ()
+            name = environ.get(MARKER[:-1])
+            kubeconfig = environ.get("KUBECONFIG", "")
+            if name and kubeconfig and not Path(kubeconfig).exists():
+                leaked.append(proc)
+        except (psutil.Error, ValueError):
+            continue
+    return [p for p in leaked if p.pid != psutil.Process().pid]
+
+
+def stale_clusters() -> list[str]:
+    """Cluster folders whose control plane is not (fully) running."""
+    provider = KwokProvider()
+    return [c for c in provider.clusters() if not all(provider.health(c).values())]
+
+
+def examine() -> list[Finding]:
+    out: list[Finding] = []
+    out.append(Finding(sys.version_info >= (3, 11), f"Python {sys.version.split()[0]}",
+                       "Install Python 3.11 or newer."))
+    try:
+        out.append(Finding(True, f"kubectl: {kubectl_binary()}"))
+    except Exception as exc:  # noqa: BLE001
+        out.append(Finding(False, "kubectl is missing", str(exc)))
+    have = toolchain.go_version()
+    need = ".".join(map(str, pins.GO_MINIMUM))
+    out.append(Finding(have is not None and have >= pins.GO_MINIMUM,
+                       f"Go: {'.'.join(map(str, have)) if have else 'not found'} (need {need}+ to build)",
+                       f"Install Go {need}+, or use kind (KRMCOURSE_PROVIDER=kind) if you have Docker."))
+    for name, version, built, folder in toolchain.describe():
+        out.append(Finding(built, f"{name} {version}: {'built in ' + str(folder) if built else 'not built'}",
+                           "Run 'krmcourse toolchain install' (a cold build takes a while, once)."))
+    kind = KindProvider()
+    problem = kind.usable()
+    out.append(Finding(True, "kind provider: " + ("usable" if problem is None else f"not usable ({problem})")))
+    for cluster in stale_clusters():
+        health = KwokProvider().health(cluster)
+        down = ", ".join(c for c, ok in health.items() if not ok)
+        out.append(Finding(False, f"cluster {cluster} is broken: {down} not running",
+                           f"'krmcourse reset {cluster.removeprefix('krm-')}' recreates it, "
+                           f"'krmcourse down {cluster.removeprefix('krm-')}' removes it."))
+    for proc in leaked_processes():
+        out.append(Finding(False, f"leaked process {proc.pid}: {' '.join(proc.cmdline()[:3])[:100]}",
+                           "'krmcourse doctor --fix' stops it."))
+    return out
+
+
+def fix() -> list[str]:
+    """Stop leaked processes and remove broken cluster folders."""
+    done = []
+    for proc in leaked_processes():
+        try:
+            proc.kill()
+            done.append(f"stopped leaked process {proc.pid}")
+        except psutil.Error:
+            continue
+    provider = KwokProvider()
+    for cluster in stale_clusters():
+        provider.delete(cluster)
+        shutil.rmtree(state_dir() / "labs" / cluster, ignore_errors=True)
+        done.append(f"removed broken cluster {cluster}")
+    return done

@@ -1,0 +1,143 @@
+"""Rebuild the committed ecosystem tables in ``datasets/`` from the pinned sources.
+
+    python -m krmcourse.ecosystem.rebuild            # download (cached), extract, write datasets/
+    python -m krmcourse.ecosystem.rebuild --check    # rebuild into a temporary folder and diff
+
+The lead can wire :func:`main` as ``krmcourse dataset rebuild``. Only the package client downloads;
+nothing is installed, and no file is extracted to disk: members are read straight from the archives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import filecmp
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from krmcourse.ecosystem import extract
+from krmcourse.ecosystem.errors import EcosystemError
+from krmcourse.ecosystem.loading import KINDS_COLUMNS
+from krmcourse.ecosystem.sources import SOURCES, Source, fetch, open_sdist, source
+
+#: The tables rebuild writes, each with its columns in order. Hand-made files are not among them.
+BUILTIN_COLUMNS = ("k8s_version", "group", "version", "kind")
+PROVENANCE_COLUMNS = ("key", "package", "version", "file", "sha256", "licence", "provides")
+LOG_COLUMNS = ("source", "step", "count")
+GENERATED = ("kinds.csv", "builtin_kinds.csv", "PROVENANCE.csv", "rebuild_log.csv")
+
+
+def default_out() -> Path:
+    """``datasets/`` at the repository root."""
+    return Path(__file__).resolve().parents[2] / "datasets"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def write_table(path: Path, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> int:
+    """Write rows as CSV with fixed columns and Unix newlines, so rebuilds are byte-for-byte stable."""
+    count = 0
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([_cell(row.get(col)) for col in columns])
+            count += 1
+    return count
+
+
+def rebuild(out: Path, cache: Path | None = None, sources: Sequence[Source] = SOURCES) -> dict[str, int]:
+    """Fetch every pinned source, extract it, and write the generated tables into ``out``.
+
+    Returns the number of rows written per table.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {src.key: fetch(src, cache) for src in sources}
+    log: list[dict[str, Any]] = []
+
+    with open_sdist(paths["k8s-schemas-old"]) as old, open_sdist(paths["k8s-schemas"]) as new:
+        builtin = extract.builtin_kinds([old, new])
+    log += _log("kubernetes-validate", builtin, len(builtin.rows), "rows (k8s version, group, version, kind)")
+
+    with open_sdist(paths["openshift-dump"]) as tar:
+        dump_version = extract.openshift_cluster_version(tar)
+        cluster = extract.minor_of(dump_version)
+        core = {(r["group"], r["kind"]) for r in builtin.rows if r["k8s_version"] == cluster}
+        if not core:
+            raise EcosystemError(
+                f"the schema dump is of Kubernetes {dump_version}, but no pinned kubernetes-validate "
+                "release covers that version; pin one that does in krmcourse/ecosystem/sources.py"
+            )
+        dump = extract.openshift_kinds(tar, core)
+    log += _log("openshift-dump", dump, len(dump.rows), "rows (group, version, kind)")
+    log.append({"source": "openshift-dump", "step": f"cluster version {dump.facts['cluster_version']}",
+                "count": 1})
+
+    with open_sdist(paths["dask-crds"]) as tar:
+        dask = extract.dask_kinds(tar)
+    log += _log("dask-crds", dask, len(dask.rows), "rows (group, version, kind)")
+
+    counts = {
+        "kinds.csv": write_table(out / "kinds.csv", KINDS_COLUMNS, dump.rows + dask.rows),
+        "builtin_kinds.csv": write_table(out / "builtin_kinds.csv", BUILTIN_COLUMNS, builtin.rows),
+        "PROVENANCE.csv": write_table(out / "PROVENANCE.csv", PROVENANCE_COLUMNS, (
+            {"key": s.key, "package": s.package, "version": s.version, "file": s.filename,
+             "sha256": s.sha256, "licence": s.licence, "provides": s.provides} for s in sources)),
+        "rebuild_log.csv": write_table(out / "rebuild_log.csv", LOG_COLUMNS, log),
+    }
+    return counts
+
+
+def _log(name: str, ex: extract.Extraction, kept: int, what: str) -> list[dict[str, Any]]:
+    rows = [{"source": name, "step": f"kept: {what}", "count": kept}]
+    rows += [{"source": name, "step": f"dropped: {why}", "count": n} for why, n in sorted(ex.dropped.items())]
+    return rows
+
+
+def check(committed: Path, cache: Path | None = None) -> list[str]:
+    """Rebuild into a temporary folder and return the generated files that differ from ``committed``."""
+    with tempfile.TemporaryDirectory(prefix="krmcourse-dataset-") as tmp:
+        rebuild(Path(tmp), cache)
+        return [name for name in GENERATED
+                if not (committed / name).exists() or not filecmp.cmp(Path(tmp) / name, committed / name,
+                                                                      shallow=False)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="krmcourse dataset rebuild", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=default_out(), help="folder for the tables")
+    parser.add_argument("--cache", type=Path, default=None, help="folder for downloads (kept between runs)")
+    parser.add_argument("--check", action="store_true", help="rebuild elsewhere and compare with --out")
+    parser.add_argument("--source", action="append", default=[], help="only fetch this source key (repeat)")
+    args = parser.parse_args(argv)
+    try:
+        if args.source:
+            for key in args.source:
+                print(fetch(source(key), args.cache))
+            return 0
+        if args.check:
+            differ = check(args.out, args.cache)
+            if differ:
+                print("these tables differ from a fresh rebuild: " + ", ".join(differ), file=sys.stderr)
+                return 1
+            print("the committed tables match a fresh rebuild from the pinned sources")
+            return 0
+        for name, count in rebuild(args.out, args.cache).items():
+            print(f"{args.out / name}: {count} rows")
+        return 0
+    except EcosystemError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,229 @@
+"""Serve FancyDNS v2 beside v1 through a conversion webhook, and migrate what etcd stores.
+
+The steps are the ones a real operator release goes through:
+
+1. start the conversion webhook (TLS on 127.0.0.1, with a CA the API server is told to trust);
+2. add v2 to the CRD, make it the storage version, and point `spec.conversion` at the webhook;
+3. rewrite every object, so etcd holds it encoded as v2;
+4. only then remove v1 from `status.storedVersions`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import copy
+import datetime
+import ipaddress
+import json
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from krmcourse import Lab, ManagedProcess
+
+GROUP = "dns.krmcourse.dev"
+CRD_NAME = f"fancydnses.{GROUP}"
+NAMESPACE = "dns"
+WEBHOOK_SCRIPT = Path(__file__).parent / "controllers" / "fancydns_conversion_webhook.py"
+
+PROTOCOL_SCHEMA = {
+    "type": "string",
+    "enum": ["UDP", "TCP", "All"],
+    "default": "All",
+    "description": "Which protocols to answer queries on. All leaves room for a protocol added later.",
+}
+
+
+@dataclass
+class Webhook:
+    """A running conversion webhook and what the API server needs to reach it."""
+
+    process: ManagedProcess
+    url: str
+    ca_pem: bytes
+
+
+_running: dict[str, Webhook] = {}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def make_certificates(directory: Path) -> tuple[bytes, Path, Path]:
+    """A throwaway CA and a serving certificate for 127.0.0.1, which is what the API server dials."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fancydns-webhook-ca")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    key_path.chmod(0o600)
+    return ca.public_bytes(serialization.Encoding.PEM), cert_path, key_path
+
+
+def start_webhook(lab: Lab) -> Webhook:
+    """Start the webhook as a process the lab stops on down()."""
+    directory = Path(tempfile.mkdtemp(prefix="fancydns-webhook-"))
+    atexit.register(shutil.rmtree, directory, True)
+    ca_pem, cert, key = make_certificates(directory)
+    port = _free_port()
+    process = lab.run_controller(
+        WEBHOOK_SCRIPT, "--port", str(port), "--cert", str(cert), "--key", str(key), name="conversion-webhook"
+    )
+    process.wait_for_log("serving conversions", timeout=30)
+    webhook = Webhook(process, f"https://127.0.0.1:{port}/convert", ca_pem)
+    _running[lab.name] = webhook
+    return webhook
+
+
+def _v2_version(v1: dict[str, Any]) -> dict[str, Any]:
+    """v2 is v1 with the two booleans replaced by one enum; the CEL rule about them goes too."""
+    v2 = copy.deepcopy(v1)
+    v2["name"], v2["served"], v2["storage"] = "v2", True, True
+    spec = v2["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["properties"].pop("enableTCP", None)
+    spec["properties"].pop("enableUDP", None)
+    spec["properties"]["protocol"] = PROTOCOL_SCHEMA
+    spec.pop("x-kubernetes-validations", None)
+    v2["additionalPrinterColumns"] = [
+        {"name": "Zone", "type": "string", "jsonPath": ".spec.zone"},
+        {"name": "Protocol", "type": "string", "jsonPath": ".spec.protocol"},
+    ]
+    return v2
+
+
+def install_v2(lab: Lab, webhook: Webhook) -> dict[str, Any]:
+    """Serve v2 as the storage version, converting through the webhook. Returns the CRD as stored."""
+    crd = lab.get("customresourcedefinition", CRD_NAME)
+    if crd is None:
+        raise LookupError("The FancyDNS CRD is missing; bring the lab up first.")
+    crd.pop("status", None)
+    for field in ("managedFields", "creationTimestamp", "generation", "uid"):
+        crd["metadata"].pop(field, None)
+    versions = [v for v in crd["spec"]["versions"] if v["name"] != "v2"]
+    v1 = next(v for v in versions if v["name"] == "v1")
+    v1["storage"] = False
+    crd["spec"]["versions"] = [v1, _v2_version(v1)]
+    crd["spec"]["conversion"] = {
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {"url": webhook.url, "caBundle": base64.b64encode(webhook.ca_pem).decode()},
+        },
+    }
+    lab.kubectl("replace", "-f", "-", input=json.dumps(crd))
+    lab.wait_until(lambda: _serves_v2(lab), timeout=30, message="the API server does not serve FancyDNS v2")
+    stored = lab.get("customresourcedefinition", CRD_NAME)
+    assert stored is not None
+    return stored
+
+
+def _serves_v2(lab: Lab) -> bool:
+    try:
+        read_as(lab, "v2")
+    except Exception:  # noqa: BLE001 - discovery and the webhook take a moment to settle
+        return False
+    return True
+
+
+def _webhook_answers(url: str) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 443), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def ensure_v2(lab: Lab) -> None:
+    """Make sure v2 is served through a webhook that is up; start one and re-point the CRD if not."""
+    crd = lab.get("customresourcedefinition", CRD_NAME) or {}
+    url = crd.get("spec", {}).get("conversion", {}).get("webhook", {}).get("clientConfig", {}).get("url")
+    has_v2 = any(v["name"] == "v2" for v in crd.get("spec", {}).get("versions", []))
+    webhook = _running.get(lab.name)
+    if has_v2 and url and webhook and webhook.url == url and webhook.process.alive and _webhook_answers(url):
+        return
+    install_v2(lab, start_webhook(lab))
+
+
+def stored_versions(lab: Lab) -> list[str]:
+    """status.storedVersions: every version etcd may still hold objects in."""
+    crd = lab.get("customresourcedefinition", CRD_NAME) or {}
+    return list(crd.get("status", {}).get("storedVersions", []))
+
+
+def read_as(lab: Lab, version: str) -> list[dict[str, Any]]:
+    """Every FancyDNS, as the API server hands it out in the given version."""
+    out = lab.kubectl("get", f"fancydnses.{version}.{GROUP}", "-n", NAMESPACE, "-o", "json")
+    return list(json.loads(out)["items"])
+
+
+def migrate(lab: Lab) -> list[dict[str, str]]:
+    """Rewrite every object in the storage version, then drop other versions from storedVersions.
+
+    An update re-encodes the object in the current storage version even when nothing in it changed;
+    the new resourceVersion is the evidence that etcd holds a fresh copy.
+    """
+    rows = []
+    for obj in read_as(lab, "v2"):
+        before = obj["metadata"]["resourceVersion"]
+        written = json.loads(lab.kubectl("replace", "-o", "json", "-f", "-", input=json.dumps(obj)))
+        rows.append(
+            {
+                "name": obj["metadata"]["name"],
+                "resourceVersion before": before,
+                "resourceVersion after": written["metadata"]["resourceVersion"],
+            }
+        )
+    lab.kubectl(
+        "patch",
+        "customresourcedefinition",
+        CRD_NAME,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"storedVersions": ["v2"]}}),
+    )
+    return rows

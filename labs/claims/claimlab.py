@@ -1,0 +1,71 @@
+"""Notebook helpers for the claims lab: act as a team identity, and read bindings."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from krmcourse import Lab
+
+
+def kubectl_as(lab: Lab, serviceaccount: str, namespace: str, *args: str, input: str | None = None) -> str:
+    """Run kubectl with a ServiceAccount's own token, and return stdout, or the server's refusal.
+
+    Why not impersonation (--as): a real token shows exactly what that identity meets at the API
+    server, the way a team's CI job or kubectl session would.
+    """
+    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+    if kubectl is None:
+        raise FileNotFoundError("kubectl is not on PATH; install the course with its [test] extras.")
+    config = lab.kubeconfig_for(serviceaccount, namespace)
+    done = subprocess.run(
+        [kubectl, "--kubeconfig", str(config), *args], input=input, text=True, capture_output=True, timeout=60
+    )
+    return (done.stdout + done.stderr).strip()
+
+
+def load(lab: Lab, module: str) -> ModuleType:
+    """Import a module from the lab's controllers/ folder (the same code the controller runs)."""
+    path = lab.path / "controllers" / f"{module}.py"
+    spec = importlib.util.spec_from_file_location(f"{lab.name.replace('-', '_')}_{module}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses and pickling look modules up here
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def can_i(lab: Lab, serviceaccount: str, namespace: str, verb: str, resource: str, where: str | None) -> bool:
+    """Ask the API server (SubjectAccessReview via kubectl auth can-i) what an identity may do."""
+    scope = ["-n", where] if where else []
+    answer = lab.kubectl(
+        "auth",
+        "can-i",
+        verb,
+        resource,
+        *scope,
+        f"--as=system:serviceaccount:{namespace}:{serviceaccount}",
+        check=False,
+    )
+    return answer.strip() == "yes"
+
+
+def binding(lab: Lab, namespace: str, claim: str) -> tuple[str, str]:
+    """The binding as both sides record it: (claim.spec.databaseName, 'ns/name' from Database.spec.claimRef)."""
+    body = lab.get("databaseclaims.claims.krmcourse.dev", claim, namespace=namespace) or {}
+    name = body.get("spec", {}).get("databaseName", "")
+    db = lab.get("databases.claims.krmcourse.dev", name) if name else None
+    ref = (db or {}).get("spec", {}).get("claimRef") or {}
+    uid_ok = ref.get("uid") == body.get("metadata", {}).get("uid")
+    return name, f"{ref.get('namespace')}/{ref.get('name')}" if uid_ok else ""
+
+
+def phase(lab: Lab, kind: str, name: str, namespace: str | None = None) -> str:
+    """status.phase of a Database or DatabaseClaim ('' when missing)."""
+    body = lab.get(f"{kind}.claims.krmcourse.dev", name, namespace=namespace) or {}
+    return body.get("status", {}).get("phase", "")

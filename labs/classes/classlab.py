@@ -1,0 +1,117 @@
+"""Notebook helpers for the classes lab: start and stop the enforcer webhook, read Cache state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from krmcourse import Lab, ManagedProcess
+from krmcourse.webhooks import free_port, make_tls, wait_for_port
+
+WEBHOOK_NAME = "cache-defaults.classes.krmcourse.dev"
+POLICY_NAME = "cache-defaults.classes.krmcourse.dev"
+
+
+def mutating_admission_policy_served(lab: Lab) -> bool:
+    """Whether this API server serves MutatingAdmissionPolicy (CEL mutations), asked through discovery."""
+    names = lab.kubectl("api-resources", "--api-group=admissionregistration.k8s.io", "-o", "name")
+    return any(n.startswith("mutatingadmissionpolicies.") for n in names.split())
+
+
+def webhook_configuration(port: int, ca_bundle: str) -> dict[str, Any]:
+    """Call the enforcer for every Cache created in a namespace that opted in to copied defaults."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_NAME},
+        "webhooks": [
+            {
+                "name": WEBHOOK_NAME,
+                "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate", "caBundle": ca_bundle},
+                "rules": [
+                    {
+                        "apiGroups": ["classes.krmcourse.dev"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["caches"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "namespaceSelector": {"matchLabels": {"classes.krmcourse.dev/copy-defaults": "true"}},
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 5,
+            }
+        ],
+    }
+
+
+@dataclass
+class Enforcer:
+    """The copy-at-creation enforcer that is active: a MutatingAdmissionPolicy, or a webhook process."""
+
+    kind: str
+    process: ManagedProcess | None = None
+
+    def stop(self, lab: Lab) -> None:
+        """Unregister first, so no Cache create fails against an enforcer that is gone."""
+        for resource, name in (
+            ("mutatingadmissionpolicybinding", POLICY_NAME),
+            ("mutatingadmissionpolicy", POLICY_NAME),
+            ("mutatingwebhookconfiguration", WEBHOOK_NAME),
+        ):
+            if lab.get(resource, name) is not None:
+                lab.delete(resource, name)
+        if self.process is not None:
+            self.process.stop()
+
+
+def start_enforcer(lab: Lab) -> Enforcer:
+    """Copy class values into new Caches: with a MutatingAdmissionPolicy where the API server serves
+    one (GA in Kubernetes 1.36), else with the lab's Python webhook."""
+    if mutating_admission_policy_served(lab):
+        lab.apply(lab.path / "enforcer-policy.yaml")
+        enforcer = Enforcer("MutatingAdmissionPolicy")
+    else:
+        tls = make_tls(lab.home / "enforcer-tls")
+        port = free_port()
+        proc = lab.run_controller(
+            lab.path / "controllers" / "defaults_webhook.py",
+            "--port",
+            str(port),
+            "--cert",
+            str(tls.cert),
+            "--key",
+            str(tls.key),
+            name="enforcer",
+            kubeconfig=lab.kubeconfig_for("enforcer", "classes-system"),
+        )
+        wait_for_port(port)
+        lab.apply(webhook_configuration(port, tls.ca_bundle))
+        enforcer = Enforcer("MutatingWebhookConfiguration", proc)
+    # The API server picks up new admission configuration asynchronously: probe with a dry run.
+    probe = (
+        "apiVersion: classes.krmcourse.dev/v1\nkind: Cache\nmetadata: {name: probe, namespace: shop-copy}\n"
+    )
+    lab.wait_until(
+        lambda: (
+            "className"
+            in lab.kubectl("create", "--dry-run=server", "-o", "yaml", "-f", "-", input=probe, check=False)
+        ),
+        timeout=30,
+        interval=0.5,
+        message=f"the {enforcer.kind} never started copying defaults",
+    )
+    return enforcer
+
+
+def cache(lab: Lab, namespace: str, name: str) -> dict[str, Any]:
+    """The Cache as a dict ({} when missing)."""
+    return lab.get("caches.classes.krmcourse.dev", name, namespace=namespace) or {}
+
+
+def memory(lab: Lab, namespace: str, name: str) -> tuple[int | None, int | None]:
+    """(spec.memoryMiB, status.effective.memoryMiB): what the object says, and what it really gets."""
+    body = cache(lab, namespace, name)
+    return body.get("spec", {}).get("memoryMiB"), body.get("status", {}).get("effective", {}).get("memoryMiB")

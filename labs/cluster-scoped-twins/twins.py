@@ -1,0 +1,77 @@
+"""Notebook helpers for the twins lab: act as a team or admin identity, and load the lab's logic."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from krmcourse import Lab
+
+
+def kubectl_as(lab: Lab, serviceaccount: str, namespace: str, *args: str, input: str | None = None) -> str:
+    """Run kubectl with a ServiceAccount's own token, and return stdout, or the server's refusal.
+
+    Why not impersonation (--as): a real token shows exactly what that identity meets at the API
+    server, the way a team's CI job or kubectl session would.
+    """
+    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+    if kubectl is None:
+        raise FileNotFoundError("kubectl is not on PATH; install the course with its [test] extras.")
+    config = lab.kubeconfig_for(serviceaccount, namespace)
+    done = subprocess.run(
+        [kubectl, "--kubeconfig", str(config), *args], input=input, text=True, capture_output=True, timeout=60
+    )
+    return (done.stdout + done.stderr).strip()
+
+
+def load(lab: Lab, module: str) -> ModuleType:
+    """Import a module from the lab's controllers/ folder (the same code the controller runs)."""
+    path = lab.path / "controllers" / f"{module}.py"
+    spec = importlib.util.spec_from_file_location(f"{lab.name.replace('-', '_')}_{module}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses and pickling look modules up here
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def can_i(lab: Lab, serviceaccount: str, namespace: str, verb: str, resource: str, where: str | None) -> bool:
+    """Ask the API server (SubjectAccessReview via kubectl auth can-i) what an identity may do."""
+    scope = ["-n", where] if where else []
+    answer = lab.kubectl(
+        "auth",
+        "can-i",
+        verb,
+        resource,
+        *scope,
+        f"--as=system:serviceaccount:{namespace}:{serviceaccount}",
+        check=False,
+    )
+    return answer.strip() == "yes"
+
+
+def twin_pairs(lab: Lab) -> list[tuple[str, str, str]]:
+    """Find X / ClusterX pairs that this cluster serves, from live discovery.
+
+    A pair is a namespaced kind X and a cluster-scoped kind ClusterX in the same API group.
+    Returns (group, X, ClusterX) tuples, sorted.
+    """
+    table = lab.kubectl("api-resources", "--no-headers", "-o", "wide")
+    kinds: dict[tuple[str, str], bool] = {}
+    for line in table.splitlines():
+        # Columns: NAME [SHORTNAMES] APIVERSION NAMESPACED KIND VERBS [CATEGORIES]
+        cols = line.split()
+        flag = next(i for i, c in enumerate(cols) if c in ("true", "false"))
+        group = cols[flag - 1].rpartition("/")[0] or "core"
+        kinds[(group, cols[flag + 1])] = cols[flag] == "true"
+    pairs = []
+    for (group, kind), namespaced in kinds.items():
+        twin = (group, "Cluster" + kind)
+        if namespaced and kinds.get(twin) is False:
+            pairs.append((group, kind, twin[1]))
+    return sorted(pairs)

@@ -1,0 +1,112 @@
+"""Plumbing for the composite lab: run the WebApp controller (and, for buckets, the provisioner).
+
+The provisioner and its pretend cloud come from the provisioner lab, unchanged: this lab's manifests
+carry a copy of the Bucket CRD and the provisioner's RBAC, and ``tests/test_composite.py`` checks that
+the copies match.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from krmcourse import Lab, ManagedProcess
+
+NAMESPACE = "krm-system"
+SERVICE_ACCOUNT = "webapp-controller"
+TEAM = "web"
+CONTROLLER = Path(__file__).resolve().parent / "controllers" / "webapp.py"
+KINDS = ("configmap", "deployment", "service", "bucket")
+
+_running: dict[tuple[str, str], ManagedProcess] = {}
+
+
+def provisioner_lab() -> ModuleType:
+    """The provisioner lab's support module: the cloud and the provisioner, reused as they are."""
+    folder = str(Path(__file__).resolve().parent.parent / "provisioner")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import provisioner_support
+
+    return provisioner_support
+
+
+def start_controller(lab: Lab) -> ManagedProcess:
+    """Run the WebApp controller as its own ServiceAccount, once per cluster."""
+    key = (lab.name, str(lab.kubeconfig))
+    if key in _running and _running[key].alive:
+        return _running[key]
+    proc = lab.run_kopf(
+        CONTROLLER, name="webapp-controller", kubeconfig=lab.kubeconfig_for(SERVICE_ACCOUNT, NAMESPACE)
+    )
+    _running[key] = proc
+    return proc
+
+
+def webapp(lab: Lab, name: str, namespace: str = TEAM) -> dict[str, Any] | None:
+    return lab.get("webapp", name, namespace=namespace)
+
+
+def ready(obj: dict[str, Any] | None) -> dict[str, Any]:
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Ready"), {})
+
+
+def wait_ready(lab: Lab, name: str, namespace: str = TEAM, timeout: float = 60) -> dict[str, Any]:
+    """Wait until the WebApp reports Ready=True for its current generation."""
+
+    def done() -> dict[str, Any] | None:
+        obj = webapp(lab, name, namespace)
+        cond = ready(obj)
+        if (
+            obj
+            and cond.get("status") == "True"
+            and cond.get("observedGeneration") == obj["metadata"]["generation"]
+        ):
+            return obj
+        return None
+
+    return lab.wait_until(done, timeout=timeout, message=f"WebApp {namespace}/{name} never became Ready")
+
+
+def wait_reason(lab: Lab, name: str, reason: str, namespace: str = TEAM, timeout: float = 30) -> dict:
+    return lab.wait_until(
+        lambda: ready(webapp(lab, name, namespace)).get("reason") == reason and webapp(lab, name, namespace),
+        timeout=timeout,
+        message=f"WebApp {namespace}/{name} never reported reason {reason}",
+    )
+
+
+def controller_of(obj: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ownerReference with controller: true, if any."""
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller")), None)
+
+
+def children(lab: Lab, name: str, namespace: str = TEAM) -> list[dict[str, Any]]:
+    """Objects of the composed kinds whose controller is the WebApp ``name``, as the API server has them."""
+    out = []
+    for kind in KINDS:
+        items = lab.api.get(kind, namespace=namespace)
+        for item in items:
+            ref = controller_of(item.raw)
+            if ref and ref["kind"] == "WebApp" and ref["name"] == name:
+                out.append(item.raw)
+    return out
+
+
+def summary(objs: list[dict[str, Any]]) -> list[str]:
+    """Kind/name → owner, one line each, for showing ownership in a cell."""
+    lines = []
+    for obj in objs:
+        ref = controller_of(obj)
+        owner = f"{ref['kind']}/{ref['name']}" if ref else "(no controller)"
+        lines.append(f"{obj['kind']}/{obj['metadata']['name']:<24} controlled by {owner}")
+    return lines
+
+
+def pods_of(lab: Lab, name: str, namespace: str = TEAM) -> list[dict[str, Any]]:
+    selector = f"app.kubernetes.io/name=webapp,app.kubernetes.io/instance={name}"
+    return [p.raw for p in lab.api.get("pods", namespace=namespace, label_selector=selector)]

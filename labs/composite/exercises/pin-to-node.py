@@ -1,0 +1,69 @@
+"""Exercise: run the WebApp ``shop``'s pods on the node ``kwok-node-1`` only.
+
+The WebApp offers a few chosen override fields instead of a whole pod template. The check wants the
+choice declared on the WebApp (where its owners look) and every pod of the Deployment scheduled on
+that node by the real scheduler.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+from krmcourse import CheckFailed, Lab
+
+NAME = "shop"
+NODE = "kwok-node-1"
+
+
+def _support(lab: Lab) -> ModuleType:
+    if str(lab.path) not in sys.path:
+        sys.path.insert(0, str(lab.path))
+    import composite_support
+
+    return composite_support
+
+
+def check(lab: Lab) -> None:
+    sup = _support(lab)
+    app = sup.webapp(lab, NAME)
+    if app is None:
+        raise CheckFailed(f"The WebApp {NAME} is missing from the {sup.TEAM} namespace.")
+    pods = [p for p in sup.pods_of(lab, NAME) if not p["metadata"].get("deletionTimestamp")]
+    where = sorted({p["spec"].get("nodeName") or "(not scheduled)" for p in pods})
+    if not (app["spec"].get("nodeSelector") or {}):
+        raise CheckFailed(f"The WebApp {NAME} does not say where its pods may run; its pods are on {where}.")
+    if where != [NODE]:
+        raise CheckFailed(
+            f"The pods of {NAME} are on {where}, not only on {NODE} (a rollout may still be "
+            "going on; check again in a moment)."
+        )
+    if len(pods) != app["spec"]["replicas"]:
+        raise CheckFailed(
+            f"{len(pods)} pods of {NAME} exist, but the WebApp asks for {app['spec']['replicas']}."
+        )
+
+
+def solve(lab: Lab) -> None:
+    sup = _support(lab)
+    sup.start_controller(lab)
+    lab.kubectl(
+        "patch",
+        "webapp",
+        NAME,
+        "-n",
+        sup.TEAM,
+        "--type=merge",
+        "-p",
+        '{"spec": {"nodeSelector": {"kubernetes.io/hostname": "' + NODE + '"}}}',
+    )
+    sup.wait_ready(lab, NAME)
+    lab.wait_until(lambda: _settled(lab), timeout=60, message="the pods never all moved to " + NODE)
+
+
+def _settled(lab: Lab) -> bool:
+    try:
+        check(lab)
+    except CheckFailed:
+        return False
+    return True

@@ -1,0 +1,176 @@
+"""An informer: list, then watch, into a local cache; and list again whenever the watch ends.
+
+The cache lets the reconcile read without calling the API server. The watch keeps the cache fresh
+with one long request instead of polling. A watch does not last forever: the server closes it after
+its timeout, a network blip cuts it, and a watch that starts from a resourceVersion the server has
+already forgotten answers 410 Gone. Events that happened while no watch was open are lost, so the
+only safe recovery is to list again and compare the fresh list with the cache. (client-go first tries
+to resume from the last resourceVersion it saw and re-lists only on 410; this informer always
+re-lists, which is simpler and just as correct, at the cost of one list per watch.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+import kr8s
+from kr8s.asyncio import Api
+
+from .model import Key, Obj, key_of
+
+
+class WatchExpired(Exception):
+    """The server said 410 Gone: it no longer has the history to resume this watch."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    version: str  # "v1" or "group/version"
+    plural: str
+
+
+class Informer:
+    def __init__(
+        self,
+        api: Api,
+        resource: Resource,
+        on_change: Callable[[Obj], None],
+        log: logging.Logger,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        watch_timeout: int = 300,
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self.on_change = on_change
+        self.log = log
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.watch_timeout = watch_timeout
+        self.cache: dict[Key, Obj] = {}
+        self.lists = 0
+        self.synced = asyncio.Event()
+        self._watch_task: asyncio.Task[None] | None = None
+        self._dropped_for: float | None = None
+
+    def _params(self) -> dict[str, str]:
+        return {"labelSelector": self.label_selector} if self.label_selector else {}
+
+    async def run(self) -> None:
+        """List and watch until cancelled. Each pass: list (replacing the cache), then watch."""
+        while True:
+            try:
+                resource_version = await self.relist()
+                self._watch_task = asyncio.create_task(self.watch(resource_version))
+                started = time.monotonic()
+                await self._watch_task
+                self.log.info(
+                    "%s: watch ended after %.1fs (closed by the server); re-listing",
+                    self.resource.plural,
+                    time.monotonic() - started,
+                )
+            except WatchExpired as gone:
+                self.log.info("%s: watch answered 410 Gone (%s); re-listing", self.resource.plural, gone)
+            except asyncio.CancelledError:
+                if self._dropped_for is None:
+                    raise  # the informer itself is being stopped
+                outage, self._dropped_for = self._dropped_for, None
+                self.log.info(
+                    "%s: watch dropped; staying disconnected for %.1fs", self.resource.plural, outage
+                )
+                await asyncio.sleep(outage)
+                self.log.info("%s: reconnecting: re-listing", self.resource.plural)
+            except (kr8s.ServerError, httpx.HTTPError, kr8s.APITimeoutError) as error:
+                self.log.warning("%s: list/watch failed (%s); retrying in 1s", self.resource.plural, error)
+                await asyncio.sleep(1)
+
+    def drop_watch(self, outage: float) -> None:
+        """Cut the open watch from the client's side and stay away for `outage` seconds, the way a
+        network partition would. Used by the lab to show that a re-list repairs the cache."""
+        if self._watch_task is not None and not self._watch_task.done():
+            self._dropped_for = outage
+            self._watch_task.cancel()
+
+    async def relist(self) -> str:
+        """List everything (in pages), replace the cache, and report every key that differs."""
+        items: dict[Key, Obj] = {}
+        params = self._params() | {"limit": "250"}
+        while True:
+            async with self.api.call_api(
+                "GET",
+                version=self.resource.version,
+                url=self.resource.plural,
+                namespace=self.namespace,
+                params=params,
+            ) as response:
+                page = response.json()
+            for item in page.get("items", []):
+                items[key_of(item)] = item
+            resource_version = page["metadata"]["resourceVersion"]
+            if not page["metadata"].get("continue"):
+                break
+            params["continue"] = page["metadata"]["continue"]
+        old, self.cache = self.cache, items
+        new = [k for k in items if k not in old]
+        changed = [k for k in items if k in old and _rv(old[k]) != _rv(items[k])]
+        gone = [k for k in old if k not in items]
+        self.lists += 1
+        self.log.info(
+            "%s: listed %d at resourceVersion %s (%d new, %d changed, %d gone since the cache)",
+            self.resource.plural,
+            len(items),
+            resource_version,
+            len(new),
+            len(changed),
+            len(gone),
+        )
+        for key in new + changed:
+            self.on_change(items[key])
+        for key in gone:
+            self.on_change(old[key])
+        self.synced.set()
+        return str(resource_version)
+
+    async def watch(self, resource_version: str) -> None:
+        """Apply watch events to the cache until the server ends the stream."""
+        params = self._params() | {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.watch_timeout),
+        }
+        async with self.api.call_api(
+            "GET",
+            version=self.resource.version,
+            url=self.resource.plural,
+            namespace=self.namespace,
+            params=params,
+            stream=True,
+            timeout=None,
+        ) as response:
+            async for line in response.aiter_lines():
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind, obj = event["type"], event["object"]
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise WatchExpired(obj.get("message", "Gone"))
+                    raise kr8s.ServerError(obj.get("message", "watch error"), status=obj, response=None)
+                if kind == "BOOKMARK":
+                    continue  # only moves the resourceVersion forward; the next list sets it anyway
+                if kind == "DELETED":
+                    self.cache.pop(key_of(obj), None)
+                else:
+                    self.cache[key_of(obj)] = obj
+                self.on_change(obj)
+
+
+def _rv(obj: Obj) -> str:
+    return str(obj["metadata"].get("resourceVersion", ""))

@@ -1,0 +1,229 @@
+"""Change the Cache CRD one feature at a time, and ask the real API server what it accepts.
+
+The custom-resources notebook and its exercise checks use these helpers so that a cell shows one
+idea: "send this object, read what the API server said". Every probe is a real request; creates and
+patches run with ``--dry-run=server`` unless told otherwise, so they pass through decoding, defaulting,
+schema validation and CEL rules without storing anything.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from krmcourse import Lab
+from krmcourse import kubectl as kubectl_cli
+
+CRD = "caches.store.krmcourse.dev"
+GROUP = "store.krmcourse.dev"
+NAMESPACE = "store"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the API server answered: accepted or not, its message (or warnings), and the object."""
+
+    allowed: bool
+    message: str
+    object: dict[str, Any] | None = None
+
+    def __str__(self) -> str:
+        return ("ACCEPTED" if self.allowed else "REFUSED") + (f": {self.message}" if self.message else "")
+
+
+def cache(name: str, namespace: str = NAMESPACE, version: str = "v1", **spec: Any) -> dict[str, Any]:
+    """A Cache manifest; keyword arguments become its spec."""
+    return {
+        "apiVersion": f"{GROUP}/{version}",
+        "kind": "Cache",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def run_kubectl(lab: Lab, *args: str, input: str | None = None) -> Verdict:
+    """Run kubectl and keep both streams: refusals and warnings both arrive on stderr."""
+    done = kubectl_cli.run(lab.kubeconfig, list(args), input=input, check=False)
+    message = done.stderr.strip()
+    obj = None
+    if done.returncode == 0 and done.stdout.lstrip().startswith("{"):
+        obj = json.loads(done.stdout)
+    return Verdict(done.returncode == 0, message, obj)
+
+
+def try_create(lab: Lab, obj: dict[str, Any], dry_run: bool = True, validate: str = "strict") -> Verdict:
+    """Create ``obj`` (by default only as a server-side dry run) and report the API server's answer."""
+    args = ["create", "-f", "-", "-o", "json", f"--validate={validate}"]
+    if dry_run:
+        args.append("--dry-run=server")
+    return run_kubectl(lab, *args, input=json.dumps(obj))
+
+
+def try_patch(
+    lab: Lab,
+    name: str,
+    patch: dict[str, Any],
+    *,
+    subresource: str | None = None,
+    dry_run: bool = True,
+    resource: str = "caches",
+    namespace: str = NAMESPACE,
+) -> Verdict:
+    """Merge-patch one Cache (or its ``status``/``scale`` subresource) and report the answer."""
+    args = ["patch", resource, name, "-n", namespace, "--type=merge", "-p", json.dumps(patch), "-o", "json"]
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    if dry_run:
+        args.append("--dry-run=server")
+    return run_kubectl(lab, *args)
+
+
+def crd(lab: Lab) -> dict[str, Any]:
+    return json.loads(lab.kubectl("get", "crd", CRD, "-o", "json"))
+
+
+def patch_crd(lab: Lab, ops: list[dict[str, Any]]) -> None:
+    """Apply a JSON patch to the CRD, so that only the named parts change and nothing else is lost."""
+    lab.kubectl("patch", "crd", CRD, "--type=json", "-p", json.dumps(ops))
+
+
+def for_every_version(
+    lab: Lab, make_op: Callable[[int, dict[str, Any]], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One JSON-patch op per served version, so a rule added after a second version exists covers both."""
+    return [make_op(i, v) for i, v in enumerate(crd(lab)["spec"]["versions"])]
+
+
+def spec_schema_path(index: int, *fields: str) -> str:
+    """JSON-patch path of a field under ``spec`` in the schema of version number ``index``."""
+    path = f"/spec/versions/{index}/schema/openAPIV3Schema/properties/spec"
+    for name in fields:
+        path += f"/properties/{name}"
+    return path
+
+
+def settle(lab: Lab, probe: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    """Wait until the API server serves the changed CRD: it rebuilds its handlers in the background."""
+    lab.wait_until(probe, timeout=timeout, interval=0.2, message=f"the API server did not pick up {what}")
+
+
+def enable_scale(lab: Lab) -> None:
+    """Declare the scale subresource on every version: spec.replicas, status.replicas, status.selector."""
+    scale = {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+    patch_crd(
+        lab,
+        for_every_version(
+            lab, lambda i, _: {"op": "add", "path": f"/spec/versions/{i}/subresources/scale", "value": scale}
+        ),
+    )
+    settle(
+        lab,
+        lambda: lab.kubectl(
+            "get", "--raw", f"/apis/{GROUP}/v1/namespaces/{NAMESPACE}/caches/primary/scale", check=False
+        ).startswith("{"),
+        "the scale subresource",
+    )
+
+
+def add_storage_version(lab: Lab, new: str = "v2", old: str = "v1") -> None:
+    """Serve ``new`` with the same schema as ``old``, make it the storage version, and deprecate ``old``.
+
+    With no conversion webhook (strategy None) the API server converts by rewriting apiVersion only,
+    which is right exactly when both versions share one schema.
+    """
+    versions = crd(lab)["spec"]["versions"]
+    index = next(i for i, v in enumerate(versions) if v["name"] == old)
+    added = copy.deepcopy(versions[index]) | {"name": new, "storage": True}
+    added.pop("deprecated", None)
+    added.pop("deprecationWarning", None)
+    patch_crd(
+        lab,
+        [
+            {"op": "replace", "path": f"/spec/versions/{index}/storage", "value": False},
+            {"op": "add", "path": f"/spec/versions/{index}/deprecated", "value": True},
+            {
+                "op": "add",
+                "path": f"/spec/versions/{index}/deprecationWarning",
+                "value": f"{GROUP}/{old} Cache is deprecated; use {GROUP}/{new}",
+            },
+            {"op": "add", "path": "/spec/versions/-", "value": added},
+        ],
+    )
+    settle(lab, lambda: preferred_version(lab) == new, f"version {new}")
+
+
+def preferred_version(lab: Lab) -> str:
+    """The version discovery recommends to clients: the highest-priority served version (v2 > v1 > v1beta1)."""
+    group = json.loads(lab.kubectl("get", "--raw", f"/apis/{GROUP}"))
+    return str(group["preferredVersion"]["version"])
+
+
+def migrate_storage(lab: Lab, to: str = "v2") -> list[str]:
+    """Rewrite every Cache so etcd holds it in version ``to``, then record that only ``to`` is stored.
+
+    A write with no change still makes the API server re-encode the object in the storage version:
+    this is what the kube-storage-version-migrator does for a whole cluster.
+    """
+    items = json.loads(lab.kubectl("get", f"caches.{to}.{GROUP}", "-A", "-o", "json"))["items"]
+    for item in items:
+        lab.kubectl("replace", "-f", "-", input=json.dumps(item))
+    lab.kubectl(
+        "patch",
+        "crd",
+        CRD,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"storedVersions": [to]}}),
+    )
+    return [f"{i['metadata']['namespace']}/{i['metadata']['name']}" for i in items]
+
+
+def set_names(lab: Lab, short_names: list[str], categories: list[str]) -> None:
+    """Give the kind short names and categories, then wait until discovery lists them."""
+    patch_crd(
+        lab,
+        [
+            {"op": "add", "path": "/spec/names/shortNames", "value": short_names},
+            {"op": "add", "path": "/spec/names/categories", "value": categories},
+        ],
+    )
+
+    def listed() -> bool:
+        resources = json.loads(lab.kubectl("get", "--raw", f"/apis/{GROUP}/{preferred_version(lab)}"))[
+            "resources"
+        ]
+        caches = next(r for r in resources if r["name"] == "caches")
+        return caches.get("shortNames") == short_names and caches.get("categories") == categories
+
+    settle(lab, listed, "the new names")
+
+
+def printer_columns(lab: Lab) -> dict[str, list[str]]:
+    """Version name -> the JSON paths of its additionalPrinterColumns."""
+    return {
+        v["name"]: [c["jsonPath"] for c in v.get("additionalPrinterColumns", [])]
+        for v in crd(lab)["spec"]["versions"]
+    }
+
+
+def spec_fields(lab: Lab, version: str = "v1") -> list[dict[str, Any]]:
+    """One row per field of ``spec`` in a version's schema: type and the constraints declared on it."""
+    served = next(v for v in crd(lab)["spec"]["versions"] if v["name"] == version)
+    spec = served["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rows = []
+    for name, field in spec["properties"].items():
+        rows.append({"field": name, "type": field.get("type"), "required": name in spec.get("required", []),
+                     "enum": field.get("enum"), "default": field.get("default"), "format": field.get("format"),
+                     "minimum": field.get("minimum"),
+                     "rules": [r["rule"] for r in field.get("x-kubernetes-validations", [])] or None})
+    rows.append({"field": "(spec itself)", "type": "object",
+                 "rules": [r["rule"] for r in spec.get("x-kubernetes-validations", [])] or None})
+    return rows

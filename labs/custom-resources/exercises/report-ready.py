@@ -1,0 +1,81 @@
+"""Exercise: act as the Cache controller and report that ``primary`` is Ready.
+
+A controller reports through the status subresource: a ``Ready`` condition in the metav1.Condition
+shape (the schema already insists on ``reason``), and the generation the report is about. The check
+wants that generation to be the object's current one, so a report written before the last spec
+change is stale and does not count.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+
+from krmcourse import CheckFailed, Lab
+
+
+def _crd(lab: Lab):  # noqa: ANN202 - the lab's own helper module
+    if str(lab.path) not in sys.path:
+        sys.path.insert(0, str(lab.path))
+    import cache_crd
+
+    return cache_crd
+
+
+def check(lab: Lab) -> None:
+    primary = lab.get("caches.store.krmcourse.dev", "primary", namespace=_crd(lab).NAMESPACE)
+    if primary is None:
+        raise CheckFailed(
+            "The Cache primary is missing from the store namespace; reset the lab to get it back."
+        )
+    status = primary.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if ready is None:
+        raise CheckFailed("primary's status has no condition of type Ready.")
+    if ready.get("status") != "True":
+        raise CheckFailed(
+            f"primary's Ready condition has status {ready.get('status')!r}, so it is not ready."
+        )
+    generation = primary["metadata"]["generation"]
+    observed = ready.get("observedGeneration", status.get("observedGeneration"))
+    if observed is None:
+        raise CheckFailed("primary's status does not say which generation of the spec it describes.")
+    if observed != generation:
+        raise CheckFailed(
+            f"primary's Ready condition describes generation {observed}, but the object is at "
+            f"generation {generation}: the report is stale."
+        )
+
+
+def solve(lab: Lab) -> None:
+    c = _crd(lab)
+    primary = lab.get("caches.store.krmcourse.dev", "primary", namespace=c.NAMESPACE)
+    if primary is None:
+        raise CheckFailed("The Cache primary is missing; reset the lab first.")
+    generation = primary["metadata"]["generation"]
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {
+        "observedGeneration": generation,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "CacheServing",
+                "observedGeneration": generation,
+                "message": "All replicas answer reads.",
+                "lastTransitionTime": now,
+            }
+        ],
+    }
+    lab.kubectl(
+        "patch",
+        "caches.store.krmcourse.dev",
+        "primary",
+        "-n",
+        c.NAMESPACE,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )

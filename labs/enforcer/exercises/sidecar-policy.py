@@ -1,0 +1,56 @@
+"""Exercise: turn on the sidecar enforcer for the billing namespace.
+
+The billing namespace already opted in to the webhook (its namespace label), but it has no
+SidecarPolicy, so the enforcer has nothing to enforce there. The check sends dry-run pod creates
+through the running webhook: a pod with a ``team`` label must come back with the log-shipper
+sidecar, and a pod without one must be refused by the webhook.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from krmcourse import CheckFailed, Lab
+
+IMAGE = "registry.example/log-shipper:2.1"
+
+
+def _support(lab: Lab):  # noqa: ANN202 - the lab's own helper module
+    if str(lab.path) not in sys.path:
+        sys.path.insert(0, str(lab.path))
+    import enforcer_support
+
+    return enforcer_support
+
+
+def check(lab: Lab) -> None:
+    enf = _support(lab)
+    policies = json.loads(lab.kubectl("get", "sidecarpolicies", "-n", "billing", "-o", "json"))["items"]
+    if not policies:
+        raise CheckFailed("There is no SidecarPolicy in the billing namespace yet.")
+    if not enf.answering(lab):
+        raise CheckFailed(
+            "The sidecar enforcer webhook is not running, so nothing reads the policy: run the notebook "
+            "cell that starts it."
+        )
+    labelled = enf.create(lab, enf.pod("sidecar-probe", "billing", team="billing"))
+    if not labelled.allowed:
+        raise CheckFailed(f"A pod labelled team=billing is refused in billing: {labelled.message}")
+    if f"log-shipper={IMAGE}" not in labelled.containers:
+        raise CheckFailed(
+            f"A new pod in billing gets the containers {labelled.containers}, without a log-shipper "
+            f"container running {IMAGE}."
+        )
+    unlabelled = enf.create(lab, enf.pod("sidecar-probe", "billing"))
+    if unlabelled.allowed:
+        raise CheckFailed("A pod without a team label is still admitted in the billing namespace.")
+    if "team" not in unlabelled.message:
+        raise CheckFailed(
+            f"A pod without a team label is refused, but for another reason: {unlabelled.message}"
+        )
+
+
+def solve(lab: Lab) -> None:
+    _support(lab).ensure_running(lab)
+    lab.apply(lab.path / "exercises" / "sidecar-policy.solution.yaml")

@@ -1,0 +1,201 @@
+"""The Widget controller, with switches for every good and bad habit that Part V measures.
+
+For each Widget it keeps a ConfigMap ``<name>-widget`` that holds the widget's size and colour, and
+it writes ``status.phase`` (Ready, or Expired once ``spec.expireAfterSeconds`` have passed) and
+``status.observedGeneration``. The switches change how it learns about the world, never what it
+wants:
+
+--poll SECONDS        list every N seconds instead of list+watch (G2)
+--loops configmap,tally
+                      which control loops run in this process; loops in one process share one cache (G2)
+--resync SECONDS      hand every cached widget to the loops again every N seconds (G3)
+--watch-children      also watch the ConfigMaps it owns and map them to their widget (G3: the bug fix)
+--requeue-after       come back to an expiring widget exactly when it expires (G3)
+--predicate generation
+                      drop widget events that do not change metadata.generation (G4)
+
+Run it with KUBECONFIG set; ``lab.run_controller`` does that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from citizen_kit import (  # noqa: E402 - the path above makes the sibling module importable
+    CONFIGMAPS,
+    FILTERED,
+    WIDGETS,
+    Client,
+    Conflict,
+    Informer,
+    WorkQueue,
+    key_of,
+    log,
+    main_guard,
+    run_loop,
+    serve_metrics,
+)
+from prometheus_client import Gauge  # noqa: E402
+
+TALLY = Gauge("widgets_by_color", "Widgets per colour, kept by the tally loop", ["color"])
+WIDGET_LABEL = "citizens.krmcourse.dev/widget"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--namespace", default="citizens")
+    p.add_argument("--selector", default="", help="only widgets with these labels (a server-side filter)")
+    p.add_argument("--poll", type=float, default=0.0)
+    p.add_argument("--loops", default="configmap")
+    p.add_argument("--resync", type=float, default=0.0)
+    p.add_argument("--watch-children", action="store_true")
+    p.add_argument("--requeue-after", action="store_true")
+    p.add_argument("--predicate", choices=["none", "generation"], default="none")
+    args = p.parse_args(argv)
+    args.loops = [name for name in args.loops.split(",") if name]
+    unknown = set(args.loops) - {"configmap", "tally"}
+    if unknown or not args.loops:
+        p.error(f"--loops takes configmap and/or tally, not {','.join(sorted(unknown)) or 'nothing'}")
+    return args
+
+
+def desired_configmap(widget: dict) -> dict:
+    meta, spec = widget["metadata"], widget.get("spec", {})
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{meta['name']}-widget",
+            "namespace": meta["namespace"],
+            "labels": {**meta.get("labels", {}), WIDGET_LABEL: meta["name"]},
+            "ownerReferences": [
+                {
+                    "apiVersion": WIDGETS.api_version,
+                    "kind": "Widget",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "data": {"size": str(spec.get("size", 1)), "color": str(spec.get("color", "grey"))},
+    }
+
+
+def seconds_left(widget: dict) -> float | None:
+    """Seconds until the widget expires (<= 0: expired), or None when it never expires."""
+    ttl = widget.get("spec", {}).get("expireAfterSeconds")
+    if ttl is None:
+        return None
+    created = datetime.fromisoformat(widget["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    return float(ttl) - (datetime.now(UTC) - created).total_seconds()
+
+
+class WidgetController:
+    def __init__(self, client: Client, args: argparse.Namespace) -> None:
+        self.client = client
+        self.args = args
+        self.ns = args.namespace
+        self.widgets = Informer(
+            client, WIDGETS, self.ns, args.selector or None, poll_interval=args.poll, resync=args.resync
+        )
+        self.children: Informer | None = None
+        if args.watch_children:
+            child_selector = ",".join(filter(None, [args.selector, WIDGET_LABEL]))
+            self.children = Informer(client, CONFIGMAPS, self.ns, child_selector)
+            self.children.handlers.append(self.on_child)
+        self.queues = {name: WorkQueue() for name in args.loops}
+        self.widgets.handlers.append(self.on_widget)
+
+    # ---- events -> keys
+    def on_widget(self, kind: str, old: dict | None, new: dict | None) -> None:
+        if self.args.predicate == "generation" and kind in ("MODIFIED", "RESYNC") and old and new:
+            if old["metadata"].get("generation") == new["metadata"].get("generation"):
+                FILTERED.labels("widgets").inc()
+                return
+        key = key_of(new or old or {})
+        for queue in self.queues.values():
+            queue.add(key)
+
+    def on_child(self, kind: str, old: dict | None, new: dict | None) -> None:
+        obj = new or old or {}
+        owner = obj["metadata"].get("labels", {}).get(WIDGET_LABEL)
+        if owner and "configmap" in self.queues:
+            self.queues["configmap"].add(f"{obj['metadata']['namespace']}/{owner}")
+
+    # ---- the configmap loop
+    async def reconcile_configmap(self, key: str) -> float | None:
+        widget = self.widgets.store.get(key)
+        if widget is None:
+            return None  # deleted: the garbage collector removes the ConfigMap through its ownerReference
+        want = desired_configmap(widget)
+        name = want["metadata"]["name"]
+        if self.children is not None:
+            have = self.children.store.get(f"{self.ns}/{name}")
+        else:
+            have = await self.client.get(CONFIGMAPS, self.ns, name)
+        if have is None:
+            try:
+                await self.client.create(CONFIGMAPS, self.ns, want)
+                log(f"reconcile {key}: created configmap {name}")
+            except Conflict:
+                pass  # our cache was behind; the watch event that follows brings us back here
+        elif have.get("data") != want["data"]:
+            await self.client.patch(CONFIGMAPS, self.ns, name, {"data": want["data"]})
+            log(f"reconcile {key}: updated configmap {name}")
+        left = seconds_left(widget)
+        phase = "Expired" if left is not None and left <= 0 else "Ready"
+        status = {"phase": phase, "configMap": name, "observedGeneration": widget["metadata"]["generation"]}
+        current = widget.get("status") or {}
+        if any(current.get(k) != v for k, v in status.items()):
+            await self.client.patch(
+                WIDGETS, self.ns, widget["metadata"]["name"], {"status": status}, "status"
+            )
+            log(f"reconcile {key}: status {phase}")
+        if self.args.requeue_after and phase == "Ready" and left is not None:
+            return left + 0.05
+        return None
+
+    # ---- the tally loop: read-only, it only needs the cache
+    async def reconcile_tally(self, key: str) -> float | None:
+        counts: dict[str, int] = {}
+        for widget in self.widgets.store.values():
+            color = str(widget.get("spec", {}).get("color", "grey"))
+            counts[color] = counts.get(color, 0) + 1
+        TALLY.clear()
+        for color, count in counts.items():
+            TALLY.labels(color).set(count)
+        return None
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self.widgets.run())]
+        if self.children is not None:
+            tasks.append(asyncio.create_task(self.children.run()))
+            await self.children.synced.wait()
+        await self.widgets.synced.wait()
+        log(f"synced: {len(self.widgets.store)} widgets; loops {','.join(self.queues)}")
+        for name, queue in self.queues.items():
+            reconcile = self.reconcile_configmap if name == "configmap" else self.reconcile_tally
+            tasks.append(asyncio.create_task(run_loop(name, queue, reconcile)))
+        await asyncio.gather(*tasks)
+
+
+async def main(argv: list[str]) -> None:
+    serve_metrics()  # first line: measure from the start, not once the controller "works"
+    args = parse_args(argv)
+    import kr8s.asyncio
+
+    api = await kr8s.asyncio.api(kubeconfig=os.environ["KUBECONFIG"])
+    await WidgetController(Client(api), args).run()
+
+
+if __name__ == "__main__":
+    main_guard(main(sys.argv[1:]))

@@ -1,0 +1,327 @@
+"""The plumbing behind notebook 32: workloads, controller runs, and side-by-side measurements.
+
+Every comparison here runs each variant of a controller on the same workload, one after the other,
+against the lab's real API server, and reads the figures from kube-apiserver's /metrics, from the
+controller's own /metrics, and from the kernel (process memory). Nothing is estimated.
+
+Each variant works on its own set of widgets, told apart by the label ``citizens.krmcourse.dev/run``,
+and the controllers select their widgets with that label on the server, so one run never sees the
+objects of another.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from krmcourse import apiload
+from krmcourse.apiload import MERGE, SSA, RestClient, message  # noqa: F401 - re-exported for the notebook
+
+warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
+
+HERE = Path(__file__).resolve().parent
+CONTROLLERS = HERE / "controllers"
+NS = "citizens"
+GROUP = "citizens.krmcourse.dev"
+RUN = f"{GROUP}/run"
+WIDGETS = f"/apis/{GROUP}/v1/namespaces/{NS}/widgets"
+CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
+
+
+# --------------------------------------------------------------------------- widgets and workloads
+def widget(name: str, run: str, size: int = 1, color: str = "grey", expire: int | None = None) -> dict:
+    spec: dict[str, Any] = {"size": size, "color": color}
+    if expire is not None:
+        spec["expireAfterSeconds"] = expire
+    return {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": NS, "labels": {RUN: run}},
+        "spec": spec,
+    }
+
+
+def run_id(prefix: str) -> str:
+    """A fresh run label, so that running a notebook cell twice never meets the widgets of the first run."""
+    return f"{prefix}-{os.urandom(2).hex()}"
+
+
+def make_widgets(rest: RestClient, run: str, n: int, expire_first: int | None = None) -> list[str]:
+    """Create ``n`` widgets for one run (the first may expire after ``expire_first`` seconds)."""
+    colors = ("red", "green", "blue")
+    names = [f"{run}-{i}" for i in range(n)]
+    for i, name in enumerate(names):
+        rest.ok(
+            "POST",
+            WIDGETS,
+            widget(name, run, size=i, color=colors[i % 3], expire=expire_first if i == 0 else None),
+        )
+    return names
+
+
+def change_sizes(rest: RestClient, names: list[str], changes: int, interval: float) -> None:
+    """The workload: ``changes`` spec edits spread over time, round-robin over the widgets."""
+    for i in range(changes):
+        rest.ok(
+            "PATCH", f"{WIDGETS}/{names[i % len(names)]}", {"spec": {"size": 100 + i}}, content_type=MERGE
+        )
+        time.sleep(interval)
+
+
+def children_match(rest: RestClient, run: str) -> bool:
+    """True when every widget of the run has a ConfigMap holding its current size, and a current status."""
+    widgets = rest.ok("GET", WIDGETS, params={"labelSelector": f"{RUN}={run}"}).get("items") or []
+    maps = rest.ok("GET", CONFIGMAPS, params={"labelSelector": f"{RUN}={run}"}).get("items") or []
+    sizes = {m["metadata"]["name"]: m.get("data", {}).get("size") for m in maps}
+    return all(
+        sizes.get(f"{w['metadata']['name']}-widget") == str(w["spec"]["size"])
+        and (w.get("status") or {}).get("observedGeneration") == w["metadata"]["generation"]
+        for w in widgets
+    )
+
+
+def settle(lab: Any, rest: RestClient, run: str, quiet: float = 1.0) -> None:
+    """Wait until the controller has converged, then a little longer for the echoes of its own writes."""
+    lab.wait_until(lambda: children_match(rest, run), timeout=30, message="the controller did not converge")
+    time.sleep(quiet)
+
+
+# --------------------------------------------------------------------------- controllers
+Comparison = apiload.Comparison
+
+
+def start_widgets(lab: Any, run: str, *flags: str, name: str | None = None) -> apiload.MeteredProcess:
+    """Start the Widget controller for one run's widgets and wait until its cache is synced."""
+    return apiload.start_metered(lab, CONTROLLERS / "widgetctl.py", "--selector", f"{RUN}={run}", *flags,
+                                 name=name or f"widgetctl-{run}")
+
+
+def _own(metrics: apiload.Metrics, name: str, **match: Any) -> int:
+    return round(metrics.total(name, **match))
+
+
+def compare_first_line(lab: Any, rest: RestClient, n: int = 10) -> Any:
+    """G1: the controller's own request counter next to kube-apiserver's, for the same run."""
+    import pandas as pd
+
+    run = run_id("g1")
+    names = make_widgets(rest, run, n)
+    with apiload.measure(lab, "widgets", "configmaps", observer=rest) as load:
+        ctl = start_widgets(lab, run)
+        change_sizes(rest, names, 3, 0.2)
+        settle(lab, rest, run, quiet=0.5)
+        own = ctl.metrics()
+        ctl.stop()
+    rows = []
+    for (verb, resource, sub), count in sorted(
+        own.by("controller_api_requests_total", "verb", "resource", "subresource").items()
+    ):
+        rows.append(
+            {
+                "verb": verb,
+                "resource": resource + (f"/{sub}" if sub else ""),
+                "controller says": round(count),
+                "kube-apiserver says": load.requests(verb=verb, resource=resource, subresource=sub),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def compare_poll_watch(
+    lab: Any, rest: RestClient, n: int = 20, changes: int = 8, window: float = 8.0, poll: float = 0.5
+) -> Comparison:
+    """G2: the same controller learning about widgets by polling (a LIST every ``poll`` s) or by watching.
+
+    Both variants run for the same ``window`` of seconds while the same ``changes`` arrive, and both
+    watch their ConfigMaps, so the only difference is how they observe widgets.
+    """
+    rows, loads = {}, {}
+    for variant, flags in (("polling", ["--poll", str(poll)]), ("watching", [])):
+        run = run_id(f"g2-{variant}")
+        names = make_widgets(rest, run, n)
+        with apiload.measure(lab, "widgets", "configmaps", observer=rest) as load:
+            ctl = start_widgets(lab, run, "--watch-children", *flags)
+            started = time.monotonic()
+            change_sizes(rest, names, changes, window / changes)
+            settle(lab, rest, run, quiet=0.5)
+            time.sleep(max(0.0, window - (time.monotonic() - started)))
+            own = ctl.metrics()
+            ctl.stop()
+        loads[variant] = load
+        observe = load.requests(verb=("LIST", "WATCH"), resource="widgets")
+        observe_bytes = load.response_bytes(verb="LIST", resource="widgets") + load.watch_event_bytes(
+            "widgets"
+        )
+        rows[variant] = {
+            "requests to observe widgets": observe,
+            "KiB to observe widgets": round(observe_bytes / 1024, 1),
+            "all requests": load.requests(),
+            "reconciles": _own(own, "controller_reconciles_total"),
+        }
+    return Comparison(
+        f"Polling every {poll} s versus watching, {window:.0f} s, {changes} changes",
+        apiload.table(rows),
+        loads,
+    )
+
+
+def compare_shared_cache(lab: Any, rest: RestClient, n: int = 20, changes: int = 6) -> Comparison:
+    """G2: two loops as two processes (two watches) versus one process whose loops share one cache."""
+    rows, loads = {}, {}
+    layouts = {
+        "two processes": [["--loops", "configmap"], ["--loops", "tally"]],
+        "one shared cache": [["--loops", "configmap,tally"]],
+    }
+    for variant, processes in layouts.items():
+        run = run_id("g2-" + variant.split()[0])
+        names = make_widgets(rest, run, n)
+        before = apiload.open_watches(lab, "widgets")["widgets"]
+        with apiload.measure(lab, "widgets", "configmaps", observer=rest) as load:
+            ctls = [
+                start_widgets(lab, run, *flags, name=f"widgetctl-{run}-{i}")
+                for i, flags in enumerate(processes)
+            ]
+            change_sizes(rest, names, changes, 0.3)
+            settle(lab, rest, run, quiet=0.5)
+            watching = load.sample_watches(lab)["widgets"] - before
+            rss = sum(c.rss() for c in ctls)
+            for c in ctls:
+                c.stop()
+        loads[variant] = load
+        rows[variant] = {
+            "watches on widgets": watching,
+            "LIST+WATCH widgets": load.requests(verb=("LIST", "WATCH"), resource="widgets"),
+            "watch events sent": load.watch_events(resource="widgets"),
+            "watch KiB sent": round(load.watch_event_bytes(resource="widgets") / 1024, 1),
+            "memory MiB": apiload.mib(rss),
+        }
+    return Comparison("Two watches versus one shared cache", apiload.table(rows), loads)
+
+
+def compare_resync(
+    lab: Any, rest: RestClient, n: int = 10, window: float = 5.0, expire: int = 3
+) -> Comparison:
+    """G3: resync every second, resync every ten minutes, and watch-the-children plus RequeueAfter.
+
+    The controller of the first two variants does not watch the ConfigMaps it owns (the bug). Once
+    the controller has converged, the workload deletes one ConfigMap and adds a widget that expires
+    after ``expire`` seconds; ``window`` seconds later we look at what was repaired and what expired.
+    """
+    variants = {
+        "resync 1 s": ["--resync", "1"],
+        "resync 10 min": ["--resync", "600"],
+        "watch children + RequeueAfter": ["--watch-children", "--requeue-after"],
+    }
+    rows, loads = {}, {}
+    for variant, flags in variants.items():
+        run = run_id(f"g3-{len(rows)}")
+        names = make_widgets(rest, run, n)
+        with apiload.measure(lab, "widgets", "configmaps", observer=rest) as load:
+            ctl = start_widgets(lab, run, *flags)
+            settle(lab, rest, run, quiet=0.5)
+            victim = f"{names[-1]}-widget"
+            rest.ok("DELETE", f"{CONFIGMAPS}/{victim}")
+            expiring = f"{run}-expiring"
+            rest.ok("POST", WIDGETS, widget(expiring, run, expire=expire))
+            time.sleep(window)
+            own = ctl.metrics()
+            ctl.stop()
+        loads[variant] = load
+        repaired = rest.call("GET", f"{CONFIGMAPS}/{victim}").status_code == 200
+        phase = (rest.ok("GET", f"{WIDGETS}/{expiring}").get("status") or {}).get("phase")
+        rows[variant] = {
+            "deleted ConfigMap repaired": repaired,
+            "widget expired on time": phase == "Expired",
+            "requests": load.requests(),
+            "GET configmaps": load.requests(verb="GET", resource="configmaps"),
+            "reconciles": _own(own, "controller_reconciles_total"),
+        }
+    return Comparison(f"Resync versus RequeueAfter over {window:.0f} s", apiload.table(rows), loads)
+
+
+def probe(rest: RestClient, name: str, i: int) -> None:
+    """Another actor writes its own status field with server-side apply (no generation change)."""
+    body = {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": NS},
+        "status": {"lastProbe": f"probe-{i}"},
+    }
+    rest.ok(
+        "PATCH",
+        f"{WIDGETS}/{name}/status",
+        body,
+        content_type=SSA,
+        params={"fieldManager": "prober", "force": "true"},
+    )
+
+
+def compare_predicates(
+    lab: Any,
+    rest: RestClient,
+    n: int = 10,
+    spec_changes: int = 5,
+    label_changes: int = 10,
+    status_changes: int = 10,
+) -> Comparison:
+    """G4: every event reaches the queue, versus only events that change metadata.generation."""
+    rows, loads = {}, {}
+    for variant, flags in (("every event", []), ("generation changed", ["--predicate", "generation"])):
+        run = run_id("g4-" + variant.split()[0])
+        names = make_widgets(rest, run, n)
+        with apiload.measure(lab, "widgets", "configmaps", observer=rest) as load:
+            ctl = start_widgets(lab, run, *flags)
+            settle(lab, rest, run, quiet=0.5)
+            for i in range(max(spec_changes, label_changes, status_changes)):
+                name = names[i % n]
+                if i < label_changes:
+                    rest.ok(
+                        "PATCH",
+                        f"{WIDGETS}/{name}",
+                        {"metadata": {"labels": {"touched": str(i)}}},
+                        content_type=MERGE,
+                    )
+                if i < status_changes:
+                    probe(rest, name, i)
+                if i < spec_changes:
+                    rest.ok("PATCH", f"{WIDGETS}/{name}", {"spec": {"size": 50 + i}}, content_type=MERGE)
+                time.sleep(0.1)
+            settle(lab, rest, run, quiet=0.5)
+            time.sleep(0.5)
+            own = ctl.metrics()
+            ctl.stop()
+        loads[variant] = load
+        rows[variant] = {
+            "watch events received": _own(own, "controller_watch_events_total", resource="widgets"),
+            "dropped by predicate": _own(own, "controller_events_filtered_total"),
+            "reconciles": _own(own, "controller_reconciles_total"),
+            "GET configmaps": load.requests(verb="GET", resource="configmaps"),
+            "requests": load.requests(),
+        }
+    return Comparison("Predicates: which events reach the queue", apiload.table(rows), loads)
+
+
+# --------------------------------------------------------------------------- small demonstrations
+GADGET = f"/apis/{GROUP}/v1/namespaces/{NS}/gadgets/demo"
+
+
+def first_lines(script: str = "widgetctl.py", function: str = "async def main") -> str:
+    """The start of a controller's main(), to show where its metrics endpoint comes up."""
+    text = (CONTROLLERS / script).read_text()
+    start = text.index(function)
+    return text[start : text.index("\n\n", start)]
+
+
+def gadget_status_write(rest: RestClient) -> tuple[int, int, int]:
+    """Write gadget demo's status the only way its CRD allows; return (status code, generation before, after)."""
+    before = rest.ok("GET", GADGET)["metadata"]["generation"]
+    via_status = rest.call(
+        "PATCH", f"{GADGET}/status", {"status": {"lastProbe": "via /status"}}, content_type=MERGE
+    )
+    if via_status.status_code == 404:  # no status subresource: status is part of the main object
+        rest.ok("PATCH", GADGET, {"status": {"lastProbe": f"probe-{time.time():.0f}"}}, content_type=MERGE)
+    after = rest.ok("GET", GADGET)["metadata"]["generation"]
+    return via_status.status_code, before, after

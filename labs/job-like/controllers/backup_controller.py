@@ -1,0 +1,171 @@
+"""Reference controller for the job-like lab: each Backup runs once, in a batch/v1 Job, to a final phase.
+
+The contract it keeps (and the notebook tests):
+  * Pending -> Running -> Succeeded | Failed, and the last two are terminal: once a Backup is in one,
+    this controller never writes to it again, whatever it sees later (a late Job event, a deleted
+    Job, its own restart). That is the controller half of "monotonic"; the CRD's transition rule
+    (exercise terminal-is-final) is the API-server half that also stops everyone else.
+  * The Job has a name derived from the Backup, so a controller killed between "create Job" and
+    "write status" finds the same Job on restart instead of starting the backup twice.
+  * The Job, not the controller, runs the work; the controller only translates its outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import kr8s
+from kr8s.objects import APIObject, Job
+from loop import condition, log, merge_conditions, objects, put_status, raw, run
+
+BACKUPS = "backups.joblike.krmcourse.dev"
+TERMINAL = ("Succeeded", "Failed")
+PROBE_LABEL = "joblike.krmcourse.dev/probe"
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def job_for(backup: dict[str, Any]) -> dict[str, Any]:
+    """The Job that performs one Backup, owned by it (so deleting the Backup cleans the Job up)."""
+    meta = backup["metadata"]
+    simulate = backup["spec"].get("simulate", {})
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"backup-{meta['name']}",
+            "namespace": meta["namespace"],
+            "labels": {"joblike.krmcourse.dev/backup": meta["name"]},
+            "ownerReferences": [
+                {
+                    "apiVersion": "joblike.krmcourse.dev/v1",
+                    "kind": "Backup",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {
+                    "annotations": {
+                        "kwok.krmcourse.dev/outcome": simulate.get("outcome", "Succeeded"),
+                        "kwok.krmcourse.dev/after": simulate.get("after", "3s"),
+                    }
+                },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "dump",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "args": ["pg_dump", backup["spec"]["database"]],
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def job_outcome(job: dict[str, Any]) -> tuple[str, str] | None:
+    """('Succeeded'|'Failed', message) once the Job has finished, else None."""
+    for cond in job.get("status", {}).get("conditions", []):
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            phase = "Succeeded" if cond["type"] == "Complete" else "Failed"
+            return phase, cond.get("message") or cond.get("reason") or cond["type"]
+    return None
+
+
+def write(
+    obj: APIObject, backup: dict[str, Any], phase: str, reason: str, message: str, **fields: Any
+) -> None:
+    old = backup.get("status", {})
+    generation = backup["metadata"].get("generation")
+    conds = [
+        condition("Running", phase == "Running", reason if phase == "Running" else phase, message, generation)
+    ]
+    if phase in TERMINAL:
+        conds.append(condition(phase, True, reason, message, generation))
+    status = {
+        **old,
+        **fields,
+        "phase": phase,
+        "observedGeneration": generation,
+        "conditions": merge_conditions(old.get("conditions", []), conds),
+    }
+    put_status(obj, status)
+    log.info("Backup %s/%s -> %s (%s)", obj.namespace, obj.name, phase, reason)
+
+
+def reconcile(api: kr8s.Api, obj: APIObject) -> None:
+    backup = raw(obj)
+    status = backup.get("status", {})
+    if status.get("phase") in TERMINAL or backup["metadata"].get("labels", {}).get(PROBE_LABEL):
+        return  # final: nothing that happens later may change it
+    wanted = job_for(backup)
+    found = list(api.get("jobs.batch", wanted["metadata"]["name"], namespace=obj.namespace))
+    if not found:
+        if status.get("jobName"):
+            write(
+                obj,
+                backup,
+                "Failed",
+                "JobLost",
+                "the Job disappeared before it finished",
+                completionTime=now(),
+            )
+            return
+        job = Job(wanted, api=api)
+        try:
+            job.create()
+        except kr8s.ServerError as exc:  # created by a previous run that died before writing status
+            if exc.response is None or exc.response.status_code != 409:
+                raise
+        write(
+            obj,
+            backup,
+            "Running",
+            "JobCreated",
+            f"Job {wanted['metadata']['name']} is running",
+            jobName=wanted["metadata"]["name"],
+            startTime=now(),
+        )
+        return
+    outcome = job_outcome(raw(found[0]))
+    if outcome is None:
+        if status.get("phase") != "Running":
+            write(
+                obj,
+                backup,
+                "Running",
+                "JobRunning",
+                f"Job {wanted['metadata']['name']} is running",
+                jobName=wanted["metadata"]["name"],
+                startTime=status.get("startTime") or now(),
+            )
+        return
+    phase, message = outcome
+    write(
+        obj,
+        backup,
+        phase,
+        "Job" + ("Complete" if phase == "Succeeded" else "Failed"),
+        message,
+        jobName=wanted["metadata"]["name"],
+        completionTime=now(),
+    )
+
+
+def reconcile_all(api: kr8s.Api) -> None:
+    for obj in objects(api, BACKUPS):
+        reconcile(api, obj)
+
+
+if __name__ == "__main__":
+    run("backup-controller", reconcile_all)

@@ -1,0 +1,131 @@
+"""The plumbing behind notebook 34: a folder of member kubeconfigs, the fleet controller, and checks.
+
+The controller (``controllers/fleet.py``) learns its members from a folder: one
+``<cluster>.kubeconfig`` per cluster. ``FleetRun`` keeps that folder inside the host lab's own state
+folder, starts the controller with ``lab.run_controller`` and stops it with the lab.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from krmcourse import apiload
+
+HERE = Path(__file__).resolve().parent
+CONTROLLER = HERE / "controllers" / "fleet.py"
+NS = "fleet"
+MIRROR = "fleet.krmcourse.dev/mirror"
+SOURCE = "fleet.krmcourse.dev/source-cluster"
+KEY = re.compile(r"reconcile (\S+\|\S+) -> (\S+): (\w+) (\S+)")
+
+
+class FleetRun:
+    """The membership folder and the running controller, hosted by one lab (its logs live there)."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.folder = host.home / "fleet-members"
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+        self.ctl: apiload.MeteredProcess | None = None
+
+    def start(self) -> apiload.MeteredProcess:
+        self.ctl = apiload.start_metered(self.host, CONTROLLER, "--clusters", str(self.folder), name="fleet",
+                                         ready="following")
+        return self.ctl
+
+    @property
+    def proc(self) -> Any:
+        if self.ctl is None:
+            raise RuntimeError("The fleet controller is not running; call start() first.")
+        return self.ctl.proc
+
+    def _wait_log(self, text: str, count: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while self.proc.logs(since_start=False).count(text) < count:
+            if not self.proc.alive:
+                raise RuntimeError(f"The fleet controller exited. Its log:\n{self.proc.logs()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"The fleet controller did not log {text!r} in {timeout:.0f} s. Its log:\n"
+                                   f"{self.proc.logs()[-3000:]}")
+            time.sleep(0.1)
+
+    def join(self, name: str, kubeconfig: Path) -> None:
+        """Add a member: copy its kubeconfig into the folder and wait until its cache is synced."""
+        seen = self.proc.logs(since_start=False).count(f"joined {name}:")
+        target = self.folder / f"{name}.kubeconfig"
+        shutil.copyfile(kubeconfig, target)
+        target.chmod(0o600)
+        self._wait_log(f"joined {name}:", seen + 1)
+
+    def leave(self, name: str) -> None:
+        """Remove a member: take its kubeconfig out and wait until the controller has let it go."""
+        seen = self.proc.logs(since_start=False).count(f"left {name}:")
+        (self.folder / f"{name}.kubeconfig").unlink()
+        self._wait_log(f"left {name}:", seen + 1)
+
+    def actions(self) -> Any:
+        """Every action the controller logged, with the cluster-aware key that caused it."""
+        import pandas as pd
+
+        rows = [{"key": m[1], "in cluster": m[2], "action": m[3], "object": m[4]}
+                for m in KEY.finditer(self.proc.logs(since_start=False))]
+        return pd.DataFrame(rows, columns=["key", "in cluster", "action", "object"])
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: no cleanup runs."""
+        self.proc.kill()
+
+    def restart(self) -> None:
+        self.proc.start()
+        assert self.ctl is not None
+        self.ctl.url = apiload.metrics_url(self.proc)
+        self.proc.wait_for_log("following", timeout=30)
+
+    def stop(self) -> None:
+        if self.ctl is not None:
+            self.ctl.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def put_source(lab: Any, name: str, **data: str) -> None:
+    """A ConfigMap in namespace fleet that the controller should mirror to every other member."""
+    lab.apply({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": NS, "labels": {MIRROR: "true"}}, "data": data})
+
+
+def copies(lab: Any) -> dict[str, dict]:
+    """The mirrored copies in one cluster: name -> data."""
+    listed = json.loads(lab.kubectl("get", "configmaps", "-n", NS, "-l", SOURCE, "-o", "json"))
+    return {item["metadata"]["name"]: item.get("data", {}) for item in listed["items"]}
+
+
+def wait_copies(lab: Any, want: set[str], absent: set[str] | None = None,
+                timeout: float = 30) -> dict[str, dict]:
+    """Wait until the cluster holds every copy in ``want`` and none in ``absent``; return the copies."""
+    absent = absent or set()
+
+    def settled() -> dict[str, dict] | None:
+        found = copies(lab)
+        return found if want <= set(found) and not absent & set(found) else None
+
+    return lab.wait_until(settled, timeout=timeout, interval=0.3,
+                          message=f"copies {sorted(want)} present and {sorted(absent)} absent in {lab.cluster}")
+
+
+def configmap_watches(lab: Any) -> int:
+    """Watches on ConfigMaps open on this cluster's API server now, from apiserver_longrunning_requests."""
+    return apiload.open_watches(lab, "configmaps")["configmaps"]
+
+
+def excerpt(start: str, end: str) -> str:
+    """The controller's source from the line holding ``start`` up to (not including) ``end``."""
+    text = CONTROLLER.read_text()
+    first = text.index(start)
+    first = text.rfind("\n", 0, first) + 1
+    return text[first:text.index(end, first)].rstrip()

@@ -1,0 +1,61 @@
+"""Exercise: ask for a bucket with nothing but a name.
+
+The check reads three things: the Bucket ``team-a/photos`` exists, the YAML it was applied from had no
+spec fields (the values come from the CRD's defaults), and the provisioner reports Ready while the
+cloud really holds the bucket.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+from krmcourse import CheckFailed, Lab
+
+NAME = "photos"
+
+
+def _support(lab: Lab) -> ModuleType:
+    if str(lab.path) not in sys.path:
+        sys.path.insert(0, str(lab.path))
+    import provisioner_support
+
+    return provisioner_support
+
+
+def check(lab: Lab) -> None:
+    sup = _support(lab)
+    obj = sup.bucket(lab, NAME)
+    if obj is None:
+        raise CheckFailed(f"There is no Bucket called {NAME} in the {sup.TEAM} namespace yet.")
+    written = sup.spec_written_by_hand(lab, obj)
+    if written:
+        raise CheckFailed(f"The Bucket {NAME} was written with spec fields ({', '.join(written)}). "
+                          "The point is to write none and let the defaults fill them in.")
+    cond = sup.ready(obj)
+    if cond.get("status") != "True":
+        raise CheckFailed(
+            f"Bucket {NAME} is not Ready (reason: {cond.get('reason', 'no status yet')}). "
+            "Is the provisioner running, and is the cloud up?"
+        )
+    try:
+        found = sup.cloud(lab).get_bucket(obj["status"]["bucketName"])
+    except Exception as exc:  # noqa: BLE001 - any failure to ask the cloud means we cannot confirm
+        raise CheckFailed(f"Could not ask the cloud about the bucket: {exc}") from exc
+    if found is None:
+        raise CheckFailed(
+            f"Bucket {NAME} says Ready, but the cloud has no bucket {obj['status']['bucketName']}."
+        )
+
+
+def solve(lab: Lab) -> None:
+    sup = _support(lab)
+    sup.ensure_running(lab)
+    lab.apply(
+        {
+            "apiVersion": "storage.krmcourse.dev/v1alpha1",
+            "kind": "Bucket",
+            "metadata": {"name": NAME, "namespace": sup.TEAM},
+        }
+    )
+    sup.wait_ready(lab, NAME)

@@ -1,0 +1,177 @@
+"""Plumbing for the provisioner lab: start the pretend cloud and the provisioner, and read results.
+
+The notebook, the exercise checks and the tests call these so their cells show the idea rather than
+process and port handling. The cloud runs as a process the Lab manages (``python krmcourse/cloud.py``),
+so ``lab.down()`` stops it with everything else; its address goes into the ConfigMap that the
+provisioner reads, which is also how a check in another process finds it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import krmcourse.cloud
+from krmcourse import Lab, ManagedProcess
+from krmcourse.cloud import CloudClient
+
+NAMESPACE = "krm-system"
+SERVICE_ACCOUNT = "provisioner"
+CONFIG = "provisioner-config"
+TEAM = "team-a"
+CONTROLLER = Path(__file__).resolve().parent / "controllers" / "provisioner.py"
+
+# Processes this interpreter started, per cluster, so that solve() reuses what a notebook started.
+_running: dict[tuple[str, str], dict[str, ManagedProcess]] = {}
+
+
+@dataclass
+class Timing:
+    """How long reconcile steps took, read from the provisioner's own log lines."""
+
+    seconds: list[float]
+    reasons: list[str]
+
+
+def _key(lab: Lab) -> tuple[str, str]:
+    return (lab.name, str(lab.kubeconfig))
+
+
+def cloud(lab: Lab, timeout: float = 5.0) -> CloudClient:
+    """A client for the cloud that this lab's provisioner is configured to use."""
+    cm = lab.get("configmap", CONFIG, namespace=NAMESPACE)
+    if cm is None:
+        raise RuntimeError(
+            f"The cloud is not set up: ConfigMap {NAMESPACE}/{CONFIG} is missing. Run start_cloud(lab) first."
+        )
+    return CloudClient(cm["data"]["cloudURL"], timeout=timeout)
+
+
+def start_cloud(lab: Lab, provision_seconds: float = 1.0, client_timeout: float = 2.0) -> CloudClient:
+    """Start the cloud beside the cluster (or reuse a healthy one) and tell the provisioner where it is."""
+    procs = _running.setdefault(_key(lab), {})
+    if "cloud" in procs and procs["cloud"].alive:
+        client = cloud(lab)
+        if client.healthy():
+            client.reset()
+            client.set_faults(provision_seconds=provision_seconds)
+            return client
+    proc = lab.run_controller(
+        Path(krmcourse.cloud.__file__), "--provision-seconds", str(provision_seconds), name="cloud"
+    )
+    proc.wait_for_log("cloud listening on", timeout=20)
+    match = re.search(r"cloud listening on (http://\S+)", proc.logs())
+    if match is None:
+        raise RuntimeError(f"The cloud started but did not say where it listens:\n{proc.logs()}")
+    procs["cloud"] = proc
+    lab.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": CONFIG, "namespace": NAMESPACE},
+            "data": {"cloudURL": match.group(1), "cloudTimeout": str(client_timeout)},
+        }
+    )
+    return CloudClient(match.group(1))
+
+
+def start_provisioner(lab: Lab) -> ManagedProcess:
+    """Run the reference provisioner as its own ServiceAccount (least privilege), once per cluster."""
+    procs = _running.setdefault(_key(lab), {})
+    if "provisioner" in procs and procs["provisioner"].alive:
+        return procs["provisioner"]
+    proc = lab.run_kopf(
+        CONTROLLER, name="provisioner", kubeconfig=lab.kubeconfig_for(SERVICE_ACCOUNT, NAMESPACE)
+    )
+    procs["provisioner"] = proc
+    return proc
+
+
+def ensure_running(lab: Lab) -> CloudClient:
+    """The cloud and the provisioner both up: what every exercise solution needs."""
+    procs = _running.get(_key(lab), {})
+    client = cloud(lab) if "cloud" in procs and procs["cloud"].alive else start_cloud(lab)
+    start_provisioner(lab)
+    return client
+
+
+def stop_all(lab: Lab) -> None:
+    """Stop the provisioner, then the cloud (the Lab would also do this on down())."""
+    for name in ("provisioner", "cloud"):
+        proc = _running.get(_key(lab), {}).pop(name, None)
+        if proc is not None and proc.alive:
+            proc.stop()
+
+
+def bucket(lab: Lab, name: str, namespace: str = TEAM) -> dict[str, Any] | None:
+    return lab.get("bucket", name, namespace=namespace)
+
+
+def spec_written_by_hand(lab: Lab, obj: dict[str, Any]) -> list[str]:
+    """Spec fields that the person applying the object wrote themselves, as far as the API can tell.
+
+    ``kubectl apply`` keeps what it sent in the last-applied-configuration annotation; server-side
+    apply records the applied fields in ``managedFields`` (operation Apply). A plain create cannot be
+    told apart from defaulting (defaults are filled in before fields are attributed), so it counts as
+    clean.
+    """
+    meta = obj["metadata"]
+    last = (meta.get("annotations") or {}).get("kubectl.kubernetes.io/last-applied-configuration")
+    fields = set((json.loads(last).get("spec") or {}) if last else {})
+    out = lab.kubectl("get", "bucket", meta["name"], "-n", meta["namespace"], "--show-managed-fields",
+                      "-o", "json")
+    for entry in json.loads(out)["metadata"].get("managedFields") or []:
+        if entry.get("operation") == "Apply" and entry.get("subresource") != "status":
+            fields |= {f.removeprefix("f:") for f in (entry.get("fieldsV1") or {}).get("f:spec") or {}} - {"."}
+    return sorted(fields)
+
+
+def ready(obj: dict[str, Any] | None) -> dict[str, Any]:
+    """The Ready condition of a Bucket (an empty dict while there is none)."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Ready"), {})
+
+
+def wait_ready(lab: Lab, name: str, namespace: str = TEAM, timeout: float = 30) -> dict[str, Any]:
+    """Wait until the provisioner reports Ready=True for the Bucket's current generation."""
+
+    def done() -> dict[str, Any] | None:
+        obj = bucket(lab, name, namespace)
+        cond = ready(obj)
+        if (
+            obj
+            and cond.get("status") == "True"
+            and cond.get("observedGeneration") == obj["metadata"].get("generation")
+        ):
+            return obj
+        return None
+
+    return lab.wait_until(done, timeout=timeout, message=f"Bucket {namespace}/{name} never became Ready")
+
+
+def wait_reason(lab: Lab, name: str, reason: str, namespace: str = TEAM, timeout: float = 30) -> float:
+    """Wait until the Ready condition has this reason; return how many seconds that took."""
+    started = time.monotonic()
+    lab.wait_until(
+        lambda: ready(bucket(lab, name, namespace)).get("reason") == reason,
+        timeout=timeout,
+        message=f"Bucket {namespace}/{name} never reported reason {reason}",
+    )
+    return time.monotonic() - started
+
+
+def reconcile_timings(proc: ManagedProcess, since: int = 0) -> Timing:
+    """Parse the provisioner's "reconcile took 0.12s -> Reason" lines, from character ``since`` on."""
+    found = re.findall(r"reconcile took ([0-9.]+)s -> (\w+)", proc.logs()[since:])
+    return Timing([float(s) for s, _ in found], [r for _, r in found])
+
+
+def can_i(lab: Lab, verb: str, resource: str, namespace: str = TEAM) -> bool:
+    """Ask the API server whether the provisioner's ServiceAccount may do this (real RBAC, not a guess)."""
+    who = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+    out = lab.kubectl("auth", "can-i", verb, resource, "-n", namespace, "--as", who, check=False)
+    return out.strip() == "yes"

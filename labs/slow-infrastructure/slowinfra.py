@@ -1,0 +1,251 @@
+"""Plumbing for the slow-infrastructure notebook: start the metal service and the controller, create
+Servers, and turn what the controller recorded in their status into measurements.
+
+Times come from the controller's own `status.operationHistory` (milliseconds, same host clock as this
+process), so measuring needs no polling loop racing the controller.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+import textwrap
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from krmcourse import Lab, ManagedProcess
+
+HERE = Path(__file__).parent
+NAMESPACE = "dc1"
+TERMINAL = ("Provisioned", "Error")
+CONTROLLER_SA = ("server-controller", "krm-system")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class MetalService:
+    """The running metal service: the process and its URL."""
+
+    process: ManagedProcess
+    url: str
+
+    def stats(self) -> dict[str, Any]:
+        return dict(httpx.get(f"{self.url}/stats", timeout=5).json())
+
+    def host(self, host_id: str) -> dict[str, Any] | None:
+        response = httpx.get(f"{self.url}/hosts/{host_id}", timeout=5)
+        return None if response.status_code == 404 else dict(response.json())
+
+
+def start_metal_service(
+    lab: Lab, seconds_per_minute: float = 0.2, inspect_minutes: float = 15
+) -> MetalService:
+    """Start the external system. It gets no kubeconfig at all: it cannot reach the API if it tried."""
+    port = free_port()
+    process = lab.run_controller(
+        HERE / "metal_service.py",
+        "--port",
+        str(port),
+        "--seconds-per-minute",
+        str(seconds_per_minute),
+        "--inspect-minutes",
+        str(inspect_minutes),
+        name="metal-service",
+        kubeconfig=Path(os.devnull),
+    )
+    process.wait_for_log("listening", timeout=30)
+    return MetalService(process, f"http://127.0.0.1:{port}")
+
+
+def inspect_directly(metal: MetalService, host_id: str) -> float:
+    """Do what a blocking reconcile does, by hand: register, inspect, and poll until done. Returns seconds."""
+    began = time.perf_counter()
+    httpx.post(f"{metal.url}/hosts", json={"id": host_id}, timeout=5).raise_for_status()
+    httpx.post(f"{metal.url}/hosts/{host_id}/inspect", json={}, timeout=5).raise_for_status()
+    while (metal.host(host_id) or {}).get("state") != "inspected":
+        time.sleep(0.1)
+    return time.perf_counter() - began
+
+
+def start_controller(
+    lab: Lab,
+    metal: MetalService,
+    blocking: bool,
+    callback_port: int | None = None,
+    requeue_after: float = 10.0,
+    work_seconds: float = 2.0,
+) -> ManagedProcess:
+    """Run the Server controller under its own least-privilege ServiceAccount."""
+    kubeconfig = lab.kubeconfig_for(*CONTROLLER_SA)
+    args = [
+        "--metal",
+        metal.url,
+        "--namespace",
+        NAMESPACE,
+        "--requeue-after",
+        str(requeue_after),
+        "--work-seconds",
+        str(work_seconds),
+    ]
+    if blocking:
+        args.append("--blocking")
+    else:
+        args += ["--callback-port", str(callback_port or free_port())]
+    process = lab.run_controller(
+        HERE / "controllers" / "server_controller.py", *args, name="server-controller", kubeconfig=kubeconfig
+    )
+    process.wait_for_log("server controller:", timeout=30)
+    return process
+
+
+def create_servers(lab: Lab, names: list[str]) -> float:
+    """Create Servers in one request; return the wall-clock time just before it was sent."""
+    items = [
+        {
+            "apiVersion": "metal.krmcourse.dev/v1alpha1",
+            "kind": "Server",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {},
+        }
+        for name in names
+    ]
+    sent = time.time()
+    lab.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return sent
+
+
+def servers(lab: Lab, names: list[str]) -> dict[str, dict[str, Any]]:
+    out = json.loads(lab.kubectl("get", "servers.metal.krmcourse.dev", "-n", NAMESPACE, "-o", "json"))
+    return {o["metadata"]["name"]: o for o in out["items"] if o["metadata"]["name"] in names}
+
+
+def wait_finished(lab: Lab, names: list[str], timeout: float = 60) -> dict[str, dict[str, Any]]:
+    """Wait until every named Server is in a terminal state, polling twice a second."""
+
+    def finished() -> dict[str, dict[str, Any]] | None:
+        found = servers(lab, names)
+        done = len(found) == len(names) and all(
+            o.get("status", {}).get("state") in TERMINAL for o in found.values()
+        )
+        return found if done else None
+
+    return lab.wait_until(
+        finished,
+        timeout=timeout,
+        interval=0.5,
+        message=f"Servers {names} did not all reach {' or '.join(TERMINAL)}",
+    )
+
+
+def _epoch(stamp: str | None) -> float | None:
+    return datetime.datetime.fromisoformat(stamp).timestamp() if stamp else None
+
+
+def timings(found: dict[str, dict[str, Any]], sent: float) -> list[dict[str, Any]]:
+    """Per Server: seconds from the create request to the controller's first touch, and to the end."""
+    rows = []
+    for name, obj in sorted(found.items()):
+        history = obj.get("status", {}).get("operationHistory", {})
+        first = _epoch(history.get("register", {}).get("start"))
+        end = _epoch(history.get("provision", {}).get("end"))
+        rows.append(
+            {
+                "server": name,
+                "state": obj.get("status", {}).get("state"),
+                "first status after s": round(first - sent, 2) if first else None,
+                "inspect s": _span(history.get("inspect")),
+                "provision (Job) s": _span(history.get("provision")),
+                "finished after s": round(end - sent, 2) if end else None,
+            }
+        )
+    return rows
+
+
+def _span(times: dict[str, str] | None) -> float | None:
+    start, end = _epoch((times or {}).get("start")), _epoch((times or {}).get("end"))
+    return round(end - start, 2) if start and end else None
+
+
+def jobs(lab: Lab) -> list[dict[str, Any]]:
+    """The controller's Jobs, with their completion condition and owner."""
+    out = json.loads(
+        lab.kubectl("get", "jobs", "-n", NAMESPACE, "-l", "metal.krmcourse.dev/server", "-o", "json")
+    )
+    rows = []
+    for job in out["items"]:
+        conditions = {c["type"]: c["status"] for c in job.get("status", {}).get("conditions", [])}
+        rows.append(
+            {
+                "job": job["metadata"]["name"],
+                "owner": job["metadata"]["ownerReferences"][0]["name"],
+                "succeeded pods": job.get("status", {}).get("succeeded", 0),
+                "Complete": conditions.get("Complete", "-"),
+            }
+        )
+    return rows
+
+
+def status_writers(lab: Lab) -> Counter[str]:
+    """Who wrote Server status, according to the API server's own audit log."""
+    writers: Counter[str] = Counter()
+    log = lab.audit_log
+    if log is None or not Path(log).is_file():
+        raise FileNotFoundError("This lab's cluster has no audit log; was it started with audit: false?")
+    with open(log) as handle:
+        for line in handle:
+            event = json.loads(line)
+            ref = event.get("objectRef", {})
+            if (
+                ref.get("resource") == "servers"
+                and ref.get("subresource") == "status"
+                and event.get("verb") in ("patch", "update")
+                and event.get("stage") == "ResponseComplete"
+                and "dryRun=" not in event.get("requestURI", "")
+            ):
+                writers[event["user"]["username"]] += 1
+    return writers
+
+
+def plot_comparison(blocking: list[dict[str, Any]], prompt: list[dict[str, Any]]):  # noqa: ANN201 - a Figure
+    """Side-by-side bars: when each Server got its first status, and when it was finished."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3), sharey=True)
+    for ax, rows, title in ((axes[0], blocking, "blocking reconcile"), (axes[1], prompt, "prompt reconcile")):
+        labels = [r["server"] for r in rows]
+        ax.barh(labels, [r["finished after s"] or 0 for r in rows], color="tab:green", label="finished")
+        ax.barh(labels, [r["first status after s"] or 0 for r in rows], color="tab:red", label="first status")
+        ax.set_title(title)
+        ax.set_xlabel("seconds after the Servers were created")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].legend(loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def show_source(function: str) -> str:
+    """The source of one method of the controller, read from its file, for the notebook to print."""
+    import ast
+
+    path = HERE / "controllers" / "server_controller.py"
+    text = path.read_text()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.AsyncFunctionDef | ast.FunctionDef) and node.name == function:
+            return textwrap.dedent("\n".join(text.splitlines()[node.lineno - 1 : node.end_lineno]))
+    raise LookupError(f"{path.name} has no function {function}")
+
+
+def delete_servers(lab: Lab, names: list[str]) -> None:
+    lab.kubectl("delete", "servers.metal.krmcourse.dev", "-n", NAMESPACE, *names, "--ignore-not-found")

@@ -1,0 +1,51 @@
+"""Shared test set-up: an isolated krmcourse state folder, and helpers for cluster tests.
+
+Every test run keeps its clusters in a fresh state folder (KRMCOURSE_HOME), so it never touches a
+learner's running labs; the toolchain cache is shared, because building it is the slow part. Notebook
+kernels started by nbval inherit the same environment.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+if "KRMCOURSE_HOME" not in os.environ:
+    os.environ["KRMCOURSE_HOME"] = tempfile.mkdtemp(prefix="krmcourse-test-")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from krmcourse import toolchain
+
+    if toolchain.is_installed():
+        return
+    skip = pytest.mark.skip(reason="the lab toolchain is not built: run 'krmcourse toolchain install' "
+                                   "(./course test does it for you)")
+    for item in items:
+        if "cluster" in item.keywords or item.path.suffix == ".ipynb":
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def sandbox() -> Iterator:
+    """One running sandbox cluster shared by the tests that only read or add objects."""
+    from krmcourse import Lab
+
+    lab = Lab("sandbox", instance="shared").up()
+    yield lab
+    lab.down()
+
+
+@pytest.fixture
+def namespace(sandbox, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace per test in the shared sandbox, deleted afterwards."""
+    name = "t-" + request.node.name.lower().replace("_", "-")[:50].strip("-")
+    sandbox.kubectl("create", "namespace", name)
+    yield name
+    sandbox.kubectl("delete", "namespace", name, "--wait=false")

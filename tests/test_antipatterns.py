@@ -1,0 +1,135 @@
+"""The api-anti-patterns lab: conversion, the feature-gated operator, and the server's limits.
+
+The conversion and the operator's decisions are tested on their own first. The cluster tests then
+check, against a real lab cluster, that the webhook converts both ways through the API server (and
+that reads fail when it is down), that the operator converges after SIGKILL and runs with only the
+rights it needs, and that the size limits are the server's own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from krmcourse import KubectlError, Lab
+
+LAB_PATH = Path(__file__).resolve().parent.parent / "labs" / "api-anti-patterns"
+sys.path.insert(0, str(LAB_PATH))
+
+import datastore_limits as dl  # noqa: E402
+import fancydns as fd  # noqa: E402
+import fancydns_conversion as conv  # noqa: E402
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"api_anti_patterns_{name}", LAB_PATH / "controllers" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+webhook_code = _script("fancydns_conversion_webhook")
+operator_code = _script("fancydns_operator")
+
+
+def _v1(name: str, tcp: bool, udp: bool) -> dict:
+    return {"apiVersion": "dns.krmcourse.dev/v1", "kind": "FancyDNS", "metadata": {"name": name},
+            "spec": {"zone": "z.example", "enableTCP": tcp, "enableUDP": udp}}
+
+
+# ----------------------------------------------------------------------------- without a cluster
+
+
+@pytest.mark.parametrize(("tcp", "udp", "protocol"), [(True, True, "All"), (True, False, "TCP"), (False, True, "UDP")])
+def test_conversion_round_trips(tcp: bool, udp: bool, protocol: str) -> None:
+    v2 = webhook_code.to_v2(_v1("x", tcp, udp))
+    assert v2["apiVersion"] == "dns.krmcourse.dev/v2" and v2["spec"]["protocol"] == protocol
+    assert "enableTCP" not in v2["spec"]
+    assert webhook_code.to_v1(v2) == _v1("x", tcp, udp)
+
+
+def test_conversion_refuses_what_v2_cannot_say() -> None:
+    review = {"request": {"uid": "u-1", "desiredAPIVersion": "dns.krmcourse.dev/v2",
+                          "objects": [_v1("nothing", False, False)]}}
+    answer = webhook_code.review_response(review)["response"]
+    assert answer["uid"] == "u-1" and answer["result"]["status"] == "Failure"
+    assert "serves no protocol" in answer["result"]["message"]
+
+
+def test_operator_gates_and_conditions() -> None:
+    assert operator_code.parse_gates("") == {"QueryLogging": False}
+    assert operator_code.parse_gates("QueryLogging=true") == {"QueryLogging": True}
+    with pytest.raises(SystemExit, match="known gates"):
+        operator_code.parse_gates("QueryLoging=true")
+    obj = {"metadata": {"generation": 3}, "spec": {"zone": "z", "queryLogging": "Enabled"}}
+    off = {c["type"]: c for c in operator_code.desired_conditions(obj, {"QueryLogging": False})}
+    on = {c["type"]: c for c in operator_code.desired_conditions(obj, {"QueryLogging": True})}
+    assert off["QueryLogging"]["reason"] == "FeatureGateDisabled" and on["QueryLogging"]["status"] == "True"
+    assert on["QueryLogging"]["observedGeneration"] == 3
+
+
+# ----------------------------------------------------------------------------- against a cluster
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    lab = Lab("api-anti-patterns").up(at="reject-both-false")
+    yield lab
+    lab.down()
+
+
+@pytest.mark.cluster
+def test_operator_converges_after_sigkill_with_least_privilege(lab: Lab) -> None:
+    identity = lab.kubeconfig_for("fancydns-operator", "krm-system")
+    script = LAB_PATH / "controllers" / "fancydns_operator.py"
+    operator = lab.run_controller(script, "--namespace", "dns", "--feature-gates", "QueryLogging=true",
+                                  kubeconfig=identity, name="operator-test")
+    try:
+        lab.wait_until(lambda: fd.condition(lab, "iot", "QueryLogging"), timeout=60)
+        operator.kill()
+        assert fd.set_spec(lab, "iot", queryLogging="Enabled").accepted  # changed while nobody watches
+        operator.restart()
+
+        def honoured() -> bool:
+            cond = fd.condition(lab, "iot", "QueryLogging") or {}
+            return cond.get("status") == "True" and cond.get("observedGeneration") == fd.generation(lab, "iot")
+
+        lab.wait_until(honoured, timeout=60, message="the restarted operator did not catch up")
+    finally:
+        operator.stop()
+    user = "--as=system:serviceaccount:krm-system:fancydns-operator"
+    assert lab.kubectl("auth", "can-i", "patch", "fancydnses.dns.krmcourse.dev/status", "-n", "dns", user).strip() == "yes"
+    for verb in ("update", "delete"):
+        assert lab.kubectl("auth", "can-i", verb, "fancydnses.dns.krmcourse.dev", "-n", "dns", user,
+                           check=False).strip().startswith("no")
+
+
+@pytest.mark.cluster
+def test_webhook_converts_both_ways_and_reads_fail_without_it(lab: Lab) -> None:
+    webhook = conv.start_webhook(lab)
+    conv.install_v2(lab, webhook)
+    lab.apply({**_v1("tcp-only", True, False), "metadata": {"name": "tcp-only", "namespace": "dns"}})
+    lab.apply({"apiVersion": "dns.krmcourse.dev/v2", "kind": "FancyDNS",
+               "metadata": {"name": "udp-only", "namespace": "dns"}, "spec": {"zone": "u.example", "protocol": "UDP"}})
+    as_v1 = {o["metadata"]["name"]: o["spec"] for o in conv.read_as(lab, "v1")}
+    as_v2 = {o["metadata"]["name"]: o["spec"] for o in conv.read_as(lab, "v2")}
+    assert as_v2["tcp-only"]["protocol"] == "TCP"
+    assert (as_v1["udp-only"]["enableTCP"], as_v1["udp-only"]["enableUDP"]) == (False, True)
+    assert "converted" in webhook.process.logs()
+    webhook.process.stop()
+    with pytest.raises(KubectlError, match="conversion webhook"):
+        conv.read_as(lab, "v1")
+
+
+@pytest.mark.cluster
+def test_size_limits_are_the_servers_own(lab: Lab) -> None:
+    rows = dl.size_limits(lab)
+    assert [r["accepted"] for r in rows] == [True, False, True, False, True, False]
+    assert "request is too large" in rows[-1]["server says"]
+    assert lab.get("device.inventory.krmcourse.dev", "firmware-1400k", namespace="inventory") is None

@@ -1,0 +1,94 @@
+"""Labs are found by scanning labs/: a new folder is a new lab, with no change to the package."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from krmcourse import CheckFailed, Lab, UnknownExerciseError, catalog, workshop
+
+NEW_LAB = """\
+title: A lab added by an instructor
+notebook: 99-extra.ipynb
+minutes: {teaching: 5, exercises: 10}
+concepts: [K3]
+exercises:
+  - id: make-namespace
+    title: Create the namespace 'extra'
+  - id: label-namespace
+    title: Label it team=blue
+"""
+
+MAKE_NAMESPACE = """\
+from krmcourse import CheckFailed
+
+def check(lab):
+    if lab.get("namespace", "extra") is None:
+        raise CheckFailed("There is no namespace called extra yet.")
+
+def solve(lab):
+    lab.kubectl("create", "namespace", "extra")
+"""
+
+LABEL_NAMESPACE = """\
+from krmcourse import CheckFailed
+
+def check(lab):
+    ns = lab.get("namespace", "extra") or {}
+    if ns.get("metadata", {}).get("labels", {}).get("team") != "blue":
+        raise CheckFailed("The extra namespace does not carry the team label you were asked for.")
+
+def solve(lab):
+    lab.kubectl("label", "namespace", "extra", "team=blue", "--overwrite")
+"""
+
+
+@pytest.fixture
+def labs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "labs"
+    (root / "extra" / "exercises").mkdir(parents=True)
+    (root / "extra" / "lab.yaml").write_text(NEW_LAB)
+    (root / "extra" / "exercises" / "make-namespace.py").write_text(MAKE_NAMESPACE)
+    (root / "extra" / "exercises" / "label-namespace.py").write_text(LABEL_NAMESPACE)
+    (root / "Not_A_Lab").mkdir()
+    monkeypatch.setenv("KRMCOURSE_LABS", str(root))
+    return root
+
+
+def test_a_new_lab_folder_is_picked_up(labs_root):
+    assert catalog.names() == ["extra"]
+    spec = catalog.get("extra")
+    assert [e.id for e in spec.exercises] == ["make-namespace", "label-namespace"]
+    done = subprocess.run([sys.executable, "-m", "krmcourse.cli", "list"], capture_output=True, text=True,
+                          env=os.environ)
+    assert "extra" in done.stdout and "A lab added by an instructor" in done.stdout
+    assert [s.lab for s in workshop.schedule()] == ["extra"]
+
+
+def test_an_unknown_exercise_suggests_the_close_one(labs_root):
+    with pytest.raises(UnknownExerciseError, match="no exercise 'make-namespac'") as err:
+        catalog.get("extra").exercise("make-namespac")
+    assert "make-namespace" in err.value.hint
+
+
+@pytest.mark.cluster
+def test_checks_fail_then_pass_and_up_at_skips_ahead(labs_root):
+    lab = Lab("extra")
+    try:
+        lab.up(at="label-namespace")
+        lab.check("make-namespace")  # solved on the way to label-namespace
+        with pytest.raises(CheckFailed, match="team label"):
+            lab.check("label-namespace")
+        cli = [sys.executable, "-m", "krmcourse.cli"]
+        failed = subprocess.run([*cli, "check", "extra", "label-namespace"], capture_output=True, text=True)
+        assert failed.returncode == 1 and "team label" in failed.stderr
+        assert subprocess.run([*cli, "solve", "extra", "label-namespace"], capture_output=True).returncode == 0
+        assert subprocess.run([*cli, "check", "extra", "label-namespace"], capture_output=True).returncode == 0
+        rows = workshop.progress()
+        assert [r["state"] for r in rows] == ["solved", "solved"]
+    finally:
+        lab.down()

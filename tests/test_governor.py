@@ -1,0 +1,102 @@
+"""What the governor lab promises beyond its exercises: the governor converges after a SIGKILL in the
+middle of its work, it cannot write to the Deployment itself, and detaching leaves the target alone."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from krmcourse import KubectlError, kubectl
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_desired_replicas_is_clamped() -> None:
+    path = ROOT / "labs" / "governor" / "controllers" / "governor.py"
+    spec = importlib.util.spec_from_file_location("governor_under_test", path)
+    assert spec and spec.loader
+    governor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(governor)
+    limits = {"itemsPerReplica": 5, "minReplicas": 1, "maxReplicas": 8}
+    assert [governor.desired_replicas(n, limits) for n in (0, 1, 5, 6, 18, 1000)] == [1, 1, 1, 2, 4, 8]
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator:
+    from krmcourse import Lab
+
+    lab = Lab("governor", instance="tests").up()
+    yield lab
+    lab.down()
+
+
+@pytest.fixture(scope="module")
+def gov(lab) -> ModuleType:  # noqa: ANN001
+    sys.path.insert(0, str(lab.path))
+    import governor_support
+
+    return governor_support
+
+
+def _status(lab) -> dict:  # noqa: ANN001
+    return lab.get("queuescaler.autoscaling.krmcourse.dev", "worker", namespace="shop").get("status") or {}
+
+
+@pytest.mark.cluster
+def test_governor_converges_after_sigkill_mid_work(lab, gov) -> None:  # noqa: ANN001
+    assert gov.deploy(lab).ok
+    governor = gov.start(lab)
+    lab.apply(lab.path / "deployer" / "orders-scaler.yaml")
+    lab.wait_until(lambda: gov.replicas(lab, "worker") == 1, timeout=20)
+    # The signal jumps, and the governor dies as it starts to act on it.
+    gov.set_queue(lab, "orders-queue", 18)
+    lab.wait_until(lambda: "1 -> 4" in governor.logs(), timeout=20, interval=0.05)
+    governor.kill()
+    assert not governor.alive
+    # While it is dead, the signal moves again and nothing follows it.
+    gov.set_queue(lab, "orders-queue", 33)
+    for _ in range(3):
+        assert gov.replicas(lab, "worker") == 4
+    governor.restart()
+    lab.wait_until(lambda: gov.replicas(lab, "worker") == 7, timeout=30, message="worker did not reach 7")
+    lab.wait_until(lambda: _status(lab).get("desiredReplicas") == 7, timeout=10)
+    assert _status(lab)["queueLength"] == 33
+    governor.stop()
+
+
+@pytest.mark.cluster
+def test_governor_identity_cannot_write_the_deployment(lab, gov) -> None:  # noqa: ANN001
+    kubeconfig = lab.kubeconfig_for(gov.SERVICE_ACCOUNT, gov.NAMESPACE)
+
+    def as_governor(*args: str) -> None:
+        kubectl.run(kubeconfig, list(args))
+
+    patch = json.dumps({"spec": {"template": {"metadata": {"labels": {"hacked": "yes"}}}}})
+    with pytest.raises(KubectlError, match="forbidden"):
+        as_governor("patch", "deployment", "worker", "-n", "shop", "--type=merge", "-p", patch)
+    with pytest.raises(KubectlError, match="forbidden"):
+        as_governor("delete", "deployment", "worker", "-n", "shop")
+    as_governor("patch", "deployment", "worker", "-n", "shop", "--subresource=scale", "--type=merge",
+                "-p", json.dumps({"spec": {"replicas": 5}}))
+    assert gov.replicas(lab, "worker") == 5
+
+
+@pytest.mark.cluster
+def test_detaching_leaves_the_target_at_its_last_size(lab, gov) -> None:  # noqa: ANN001
+    governor = gov.start(lab)
+    lab.apply(lab.path / "deployer" / "orders-scaler.yaml")
+    gov.set_queue(lab, "orders-queue", 12)
+    lab.wait_until(lambda: gov.replicas(lab, "worker") == 3, timeout=20)
+    lab.delete("queuescaler.autoscaling.krmcourse.dev", "worker", namespace="shop")
+    gov.set_queue(lab, "orders-queue", 40)
+    time.sleep(3)  # three governor periods
+    assert gov.replicas(lab, "worker") == 3
+    assert lab.get("deployment", "worker", namespace="shop") is not None
+    governor.stop()

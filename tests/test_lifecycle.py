@@ -1,0 +1,191 @@
+"""Bringing lab clusters up and down: idempotence, isolation, errors, and leaving no trace."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from krmcourse import Lab, PortInUseError, UnknownExerciseError, UnknownLabError
+from krmcourse.paths import state_dir
+
+pytestmark = pytest.mark.cluster
+
+CLI = [sys.executable, "-m", "krmcourse.cli"]
+
+
+def listening_ports(pids: set[int]) -> set[int]:
+    ports = set()
+    for conn in psutil.net_connections(kind="inet"):
+        if conn.status == psutil.CONN_LISTEN and conn.pid in pids:
+            ports.add(conn.laddr.port)
+    return ports
+
+
+def cluster_processes(cluster: str) -> list[psutil.Process]:
+    folder = str(state_dir() / "kwok" / "clusters" / cluster)
+    found = []
+    for proc in psutil.process_iter(["exe", "cmdline"]):
+        text = (proc.info["exe"] or "") + " ".join(proc.info["cmdline"] or [])
+        if folder in text:
+            found.append(proc)
+    return found
+
+
+def test_unknown_lab_is_a_clear_error():
+    with pytest.raises(UnknownLabError, match="no lab called 'sandbx'") as err:
+        Lab("sandbx")
+    assert "sandbox" in err.value.hint
+    done = subprocess.run([*CLI, "up", "sandbx"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "Did you mean 'sandbox'" in done.stderr
+
+
+def test_three_clusters_run_side_by_side_and_down_leaves_nothing():
+    labs = [Lab("sandbox", instance=i) for i in ("one", "two", "three")]
+    try:
+        for lab in labs:
+            lab.up()
+        servers = {lab.server for lab in labs}
+        assert len(servers) == 3, servers
+        assert all(s.startswith("https://127.0.0.1:") for s in servers)
+        labs[0].kubectl("create", "configmap", "only-in-one")
+        assert labs[0].get("configmap", "only-in-one", "default") is not None
+        assert labs[1].get("configmap", "only-in-one", "default") is None
+        assert labs[2].get("configmap", "only-in-one", "default") is None
+        for lab in labs:
+            assert oct(lab.kubeconfig.stat().st_mode & 0o777) == "0o600"
+            ports = listening_ports(set(lab.component_pids().values()))
+            assert ports and all(
+                c.laddr.ip == "127.0.0.1" for c in psutil.net_connections(kind="inet")
+                if c.status == psutil.CONN_LISTEN and c.laddr.port in ports)
+    finally:
+        pids = {pid for lab in labs for pid in lab.component_pids().values()}
+        ports = listening_ports(pids)
+        for lab in labs:
+            lab.down()
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+    for port in ports:
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers after down"
+    for lab in labs:
+        assert not (state_dir() / "kwok" / "clusters" / lab.cluster).exists()
+        assert not lab.home.exists()
+        assert not cluster_processes(lab.cluster)
+
+
+def test_up_is_idempotent_and_reset_starts_afresh():
+    lab = Lab("sandbox", instance="idem")
+    try:
+        lab.up()
+        server = lab.server
+        lab.kubectl("create", "configmap", "keep-me")
+        started = time.monotonic()
+        lab.up()
+        assert time.monotonic() - started < 5
+        assert lab.server == server
+        assert lab.get("configmap", "keep-me", "default") is not None
+        lab.reset()
+        assert lab.get("configmap", "keep-me", "default") is None
+        assert lab.api.version()["gitVersion"].startswith("v1.36")
+    finally:
+        lab.down()
+
+
+def test_a_dead_component_is_reported_and_up_recreates_the_cluster():
+    lab = Lab("sandbox", instance="broken", say=messages.append if (messages := []) is not None else None)
+    try:
+        lab.up()
+        os.kill(lab.component_pids()["kube-scheduler"], signal.SIGKILL)
+        lab.wait_until(lambda: not lab.status()["components"]["kube-scheduler"], timeout=10)
+        status = subprocess.run([*CLI, "status", "sandbox", "--instance", "broken"], capture_output=True,
+                                text=True)
+        assert status.returncode == 5 and "kube-scheduler=DOWN" in status.stdout
+        lab.up()
+        assert any("kube-scheduler is not running" in m for m in messages), messages
+        assert all(lab.status()["components"].values())
+    finally:
+        lab.down()
+
+
+def test_a_corrupt_state_folder_is_recreated_with_a_message():
+    messages: list[str] = []
+    lab = Lab("sandbox", instance="corrupt", say=messages.append)
+    try:
+        lab.up()
+        lab.kubeconfig.unlink()
+        lab.up()
+        assert any("state folder is incomplete" in m for m in messages), messages
+        assert lab.status()["ready"]
+    finally:
+        lab.down()
+
+
+def test_a_port_in_use_is_a_clear_error_and_starts_nothing():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        lab = Lab("sandbox", instance="port")
+        with pytest.raises(PortInUseError, match=f"Port {port}"):
+            lab.up(port=port)
+        assert not (state_dir() / "kwok" / "clusters" / lab.cluster).exists()
+        done = subprocess.run([*CLI, "up", "sandbox", "--instance", "port", "--port", str(port)],
+                              capture_output=True, text=True)
+        assert done.returncode == 4 and "already in use" in done.stderr
+
+
+def test_an_interrupted_up_leaves_no_orphan_process():
+    proc = subprocess.Popen([*CLI, "up", "sandbox", "--instance", "interrupted"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    folder = state_dir() / "kwok" / "clusters" / "krm-sandbox-interrupted"
+    deadline = time.monotonic() + 30
+    while not (folder / "pids").is_dir() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # some components have started, the cluster is not ready yet
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out
+    assert not folder.exists()
+    assert not cluster_processes("krm-sandbox-interrupted")
+
+
+def test_up_never_touches_the_users_kubeconfig(tmp_path):
+    env = {**os.environ, "HOME": str(tmp_path)}
+    try:
+        done = subprocess.run([*CLI, "up", "sandbox", "--instance", "home"], env=env, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+        assert "export KUBECONFIG=" in done.stdout
+        assert not (tmp_path / ".kube").exists()
+    finally:
+        subprocess.run([*CLI, "down", "sandbox", "--instance", "home"], env=env, capture_output=True)
+
+
+def test_unknown_exercise_is_a_clear_error(sandbox):
+    with pytest.raises(UnknownExerciseError):
+        sandbox.check("no-such-exercise")
+
+
+def test_managed_processes_stop_on_down(tmp_path):
+    script = tmp_path / "sleeper.py"
+    script.write_text("import time, os\nprint('started', os.environ['KUBECONFIG'], flush=True)\ntime.sleep(600)\n")
+    lab = Lab("sandbox", instance="procs").up()
+    proc = lab.run_controller(script)
+    assert str(lab.kubeconfig) in proc.wait_for_log("started")
+    pid = proc.pid
+    lab.down()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_kubeconfig_path_is_inside_krmcourse_state():
+    lab = Lab("sandbox", instance="where")
+    assert Path(lab.kubeconfig).is_relative_to(state_dir())

@@ -1,0 +1,181 @@
+"""The provisioner lab: the pretend cloud behaves, and the provisioner converges whatever happens.
+
+The cloud is tested on its own without a cluster. The cluster tests run the reference provisioner as
+its ServiceAccount against a real lab cluster, kill it with SIGKILL in the middle of its work, and
+read the outcome from the API server and from the cloud.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from krmcourse import CheckFailed, Lab
+from krmcourse.cloud import BucketExists, Cloud, CloudClient, CloudError, CloudUnavailable
+
+LAB_PATH = Path(__file__).resolve().parent.parent / "labs" / "provisioner"
+sys.path.insert(0, str(LAB_PATH))
+
+import provisioner_support as prov  # noqa: E402
+
+BUCKET = "storage.krmcourse.dev/v1alpha1"
+
+
+# ----------------------------------------------------------------------------- the cloud alone
+
+
+def test_cloud_lifecycle_and_errors() -> None:
+    with Cloud(provision_seconds=0.3) as cloud:
+        client = CloudClient(cloud.url, timeout=1)
+        assert client.create_bucket("one")["state"] == "CREATING"
+        with pytest.raises(BucketExists):
+            client.create_bucket("one")
+        time.sleep(0.4)
+        assert client.get_bucket("one")["state"] == "READY"
+        assert client.update_bucket("one", storageClass="COLDLINE")["storageClass"] == "COLDLINE"
+        with pytest.raises(CloudError, match="location cannot change"):
+            client.update_bucket("one", location="local-2")
+        with pytest.raises(CloudError, match="bad bucket name"):
+            client.create_bucket("No_Good")
+        with pytest.raises(CloudError, match="choose one of"):
+            client.create_bucket("two", storage_class="GOLD")
+        assert client.delete_bucket("one") is True and client.delete_bucket("one") is False
+        assert client.get_bucket("one") is None
+        assert [c["status"] for c in client.calls()][:2] == [202, 409]
+
+
+def test_cloud_faults_make_the_client_raise_cloud_unavailable() -> None:
+    with Cloud() as cloud:
+        client = CloudClient(cloud.url, timeout=0.5)
+        client.set_faults(outage=True)
+        with pytest.raises(CloudUnavailable, match="503"):
+            client.list_buckets()
+        assert client.healthy()  # the process is up; only the bucket API is out
+        client.set_faults(outage=False, fail_next=1)
+        with pytest.raises(CloudUnavailable, match="500"):
+            client.list_buckets()
+        assert client.list_buckets() == []
+        client.set_faults(latency=2)
+        started = time.monotonic()
+        with pytest.raises(CloudUnavailable, match="no answer within"):
+            client.list_buckets()
+        assert time.monotonic() - started < 1.5
+        with pytest.raises(CloudError, match="unknown fault settings"):
+            client.set_faults(speed=3)
+
+
+def test_cloud_stop_frees_the_port_and_the_module_runs_as_a_process() -> None:
+    cloud = Cloud().start()
+    port = int(cloud.url.rsplit(":", 1)[1])
+    cloud.stop()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))  # free again
+    proc = subprocess.Popen([sys.executable, "-m", "krmcourse.cloud", "--provision-seconds", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("cloud listening on http://127.0.0.1:")
+        assert CloudClient(line.split()[-1]).create_bucket("from-process")["name"] == "from-process"
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+
+
+def test_unreachable_cloud_is_unavailable_not_a_crash() -> None:
+    with pytest.raises(CloudUnavailable, match="cannot reach the cloud"):
+        CloudClient("http://127.0.0.1:1", timeout=0.5).list_buckets()
+
+
+# ----------------------------------------------------------------------------- against a cluster
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    lab = Lab("provisioner", instance="tests").up()
+    prov.start_cloud(lab, provision_seconds=6)
+    yield lab
+    prov.stop_all(lab)
+    lab.down()
+
+
+def _bucket(name: str, **spec: object) -> dict:
+    return {"apiVersion": BUCKET, "kind": "Bucket", "metadata": {"name": name, "namespace": prov.TEAM},
+            **({"spec": spec} if spec else {})}
+
+
+@pytest.mark.cluster
+def test_provisioner_converges_after_sigkill_mid_work(lab: Lab) -> None:
+    cloud = prov.cloud(lab)
+    controller = prov.start_provisioner(lab)
+    lab.apply([_bucket("k1"), _bucket("k2"), _bucket("k3", storageClass="NEARLINE")])
+    # Mid-work: the cloud has accepted the creates but the buckets are still CREATING.
+    lab.wait_until(lambda: all(prov.ready(prov.bucket(lab, n)).get("reason") == "Provisioning"
+                               for n in ("k1", "k2", "k3")), timeout=30, message="never saw Provisioning")
+    controller.kill()
+    assert not controller.alive
+    cloud.delete_bucket("team-a-k1")                                  # drift while nobody watches
+    lab.kubectl("patch", "bucket", "k2", "-n", prov.TEAM, "--type=merge",
+                "-p", '{"spec": {"storageClass": "COLDLINE"}}')       # a change while nobody watches
+    lab.apply(_bucket("k4"))                                          # a new object while nobody watches
+    controller.restart()
+    for name in ("k1", "k2", "k3", "k4"):
+        prov.wait_ready(lab, name, timeout=60)
+    in_cloud = {b["name"]: b for b in cloud.list_buckets()}
+    assert {f"team-a-k{i}" for i in range(1, 5)} <= set(in_cloud)
+    assert in_cloud["team-a-k2"]["storageClass"] == "COLDLINE"
+    assert in_cloud["team-a-k3"]["storageClass"] == "NEARLINE"
+    creates = [c for c in cloud.calls() if c["method"] == "POST" and c["status"] == 202]
+    assert len(creates) == 5  # k1..k4 once each, and k1 once more after the drift: no duplicates
+
+
+@pytest.mark.cluster
+def test_deletion_waits_for_the_cloud_and_survives_a_kill(lab: Lab) -> None:
+    cloud = prov.cloud(lab)
+    controller = prov.start_provisioner(lab)
+    lab.apply(_bucket("doomed"))
+    prov.wait_ready(lab, "doomed", timeout=60)
+    cloud.set_faults(outage=True)
+    lab.delete("bucket", "doomed", namespace=prov.TEAM, wait=False)
+    time.sleep(3)  # the provisioner tries, the cloud refuses: the finalizer keeps the object
+    held = prov.bucket(lab, "doomed")
+    assert held is not None and held["metadata"].get("deletionTimestamp")
+    controller.kill()
+    cloud.set_faults(outage=False)
+    controller.restart()
+    lab.wait_until(lambda: prov.bucket(lab, "doomed") is None, timeout=60,
+                   message="the Bucket was never released after the restart")
+    assert cloud.get_bucket("team-a-doomed") is None
+
+
+@pytest.mark.cluster
+def test_reconcile_stays_prompt_while_the_cloud_is_slow(lab: Lab) -> None:
+    cloud = prov.cloud(lab)
+    controller = prov.start_provisioner(lab)
+    mark = len(controller.logs())
+    cloud.set_faults(latency=10)
+    try:
+        lab.apply(_bucket("slowpoke"))
+        prov.wait_reason(lab, "slowpoke", "CloudUnavailable", timeout=30)
+        timing = prov.reconcile_timings(controller, since=mark)
+        assert timing.seconds and max(timing.seconds) < 5
+    finally:
+        cloud.set_faults(latency=0)
+    prov.wait_ready(lab, "slowpoke", timeout=60)
+
+
+@pytest.mark.cluster
+def test_succinct_bucket_check_rejects_spec_fields_written_by_hand(lab: Lab) -> None:
+    prov.start_provisioner(lab)
+    lab.apply(_bucket("photos", storageClass="STANDARD"))
+    prov.wait_ready(lab, "photos", timeout=60)
+    with pytest.raises(CheckFailed, match="written with spec fields"):
+        lab.check("succinct-bucket")
+    lab.delete("bucket", "photos", namespace=prov.TEAM)
+    lab.solve("succinct-bucket")
+    lab.check("succinct-bucket")
