@@ -229,7 +229,7 @@ class ApiLoad:
         """Requests that completed, by verb (GET, LIST, WATCH, POST, PUT, PATCH, APPLY, DELETE).
 
         A WATCH is counted when it ends, so stop a controller inside the block to count its watches.
-        Requests listed in ``exclude`` (the workload's own, for example) are left out.
+        The observer's own requests (see :func:`measure`) are left out.
         """
         return round(self._kept("apiserver_request_total", verb, resource, subresource, self.minus_requests))
 
@@ -245,7 +245,10 @@ class ApiLoad:
         return frame.sort_values("requests", ascending=False, ignore_index=True)
 
     def response_bytes(self, verb: Match = None, resource: Match = None) -> int:
-        """Bytes of response bodies the API server sent (watch streams are not included)."""
+        """Bytes of response bodies the API server wrote, gzip-compressed when it compressed them.
+
+        Watch streams are not included; see :meth:`watch_event_bytes`.
+        """
         return round(self._kept("apiserver_response_sizes_sum", verb, resource, None, self.minus_bytes))
 
     def watch_events(self, resource: Match = None) -> int:
@@ -253,6 +256,7 @@ class ApiLoad:
         return round(self._need().total("apiserver_watch_events_total", resource=self._resource(resource)))
 
     def watch_event_bytes(self, resource: Match = None) -> int:
+        """Bytes of watch events the API server sent, summed over every watcher."""
         return round(self._need().total("apiserver_watch_events_sizes_sum",
                                         resource=self._resource(resource)))
 

@@ -16,7 +16,7 @@ The API (JSON over HTTP, 127.0.0.1 only, a free port by default)::
     DELETE /v1/buckets/NAME          204 | 404
     GET    /admin/faults             the fault settings
     PUT    /admin/faults             {"latency", "provision_seconds", "outage", "fail_next"} (any subset)
-    GET    /admin/calls              every non-admin request so far: method, path, status, seconds
+    GET    /admin/calls              every bucket request so far: method, path, bucket, status, seconds
     POST   /admin/reset              forget buckets, faults and calls
 
 Use it in-process (:class:`Cloud`, a background thread), or as a process that a lab manages::
@@ -105,9 +105,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(status, payload)
             return
         status, payload = self.server.bucket_call(method, path, body)
+        bucket = str(body.get("name", "")) if method == "POST" else path.rpartition("/v1/buckets/")[2]
         with self.server.state.lock:
             self.server.state.calls.append(
-                {"method": method, "path": path, "status": int(status),
+                {"method": method, "path": path, "bucket": bucket, "status": int(status),
                  "seconds": round(time.monotonic() - started, 3), "at": time.time()}
             )
         self._send(status, payload)

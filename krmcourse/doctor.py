@@ -81,6 +81,10 @@ def examine() -> list[Finding]:
         out.append(Finding(False, f"cluster {cluster} is broken: {down} not running",
                            f"'krmcourse reset {cluster.removeprefix('krm-')}' recreates it, "
                            f"'krmcourse down {cluster.removeprefix('krm-')}' removes it."))
+    failed = sorted((state_dir() / "failed").glob("*"))
+    if failed:
+        out.append(Finding(True, f"{len(failed)} failed start(s) left their component logs in "
+                                 f"{state_dir() / 'failed'} ('doctor --fix' removes them)"))
     for proc in leaked_processes():
         out.append(Finding(False, f"leaked process {proc.pid}: {' '.join(proc.cmdline()[:3])[:100]}",
                            "'krmcourse doctor --fix' stops it."))
@@ -101,4 +105,7 @@ def fix() -> list[str]:
         provider.delete(cluster)
         shutil.rmtree(state_dir() / "labs" / cluster, ignore_errors=True)
         done.append(f"removed broken cluster {cluster}")
+    if (state_dir() / "failed").is_dir():
+        shutil.rmtree(state_dir() / "failed")
+        done.append("removed the logs of failed starts")
     return done

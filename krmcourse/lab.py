@@ -131,26 +131,39 @@ class Lab:
             self.say(f"Lab {self.name}: the cluster {self.cluster} is broken ({reason}); recreating it.")
             self._teardown()
         started = time.monotonic()
-        try:
-            self.home.mkdir(parents=True, exist_ok=True)
-            (self.home / "provider").write_text(provider.name)
-            provider.create(self._options(port), self.say)
-            self._forget_api()
-            self._wait_ready()
-            self._apply_manifests()
-        except BaseException as exc:
-            # Ctrl-C or a failure half-way: leave no process, port or folder behind, but keep the
-            # component logs of a failure so that the reason can still be read.
-            if not isinstance(exc, KeyboardInterrupt):
+        for attempt in (1, 2):
+            try:
+                self._create(port)
+                break
+            except ClusterError as exc:
+                # kwok gives up if the API server is slow to answer on a loaded machine, and nothing
+                # restarts a component that died; one fresh attempt clears that.
                 self._keep_logs()
-            self._teardown()
-            if isinstance(exc, KeyboardInterrupt):
-                self.say(f"Lab {self.name}: interrupted; everything it had started was stopped.")
-            raise
+                self._teardown()
+                if attempt == 2 or "Not running" not in exc.message:
+                    raise
+                self.say(f"Lab {self.name}: a component died while the cluster started; trying once more.")
+            except BaseException as exc:
+                # Ctrl-C or a failure half-way: leave no process, port or folder behind, but keep the
+                # component logs of a failure so that the reason can still be read.
+                if not isinstance(exc, KeyboardInterrupt):
+                    self._keep_logs()
+                self._teardown()
+                if isinstance(exc, KeyboardInterrupt):
+                    self.say(f"Lab {self.name}: interrupted; everything it had started was stopped.")
+                raise
         self.say(f"Lab {self.name}: cluster {self.cluster} is ready in {time.monotonic() - started:.1f} s "
                  f"(provider {provider.name}).")
         self._solve_before(at)
         return self
+
+    def _create(self, port: int | None) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "provider").write_text(self.provider.name)
+        self.provider.create(self._options(port), self.say)
+        self._forget_api()
+        self._wait_ready()
+        self._apply_manifests()
 
     def _options(self, port: int | None) -> ClusterOptions:
         cluster = self.spec.cluster

@@ -8,13 +8,15 @@ kernels started by nbval inherit the same environment.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-if "KRMCOURSE_HOME" not in os.environ:
+_OWN_HOME = "KRMCOURSE_HOME" not in os.environ
+if _OWN_HOME:
     os.environ["KRMCOURSE_HOME"] = tempfile.mkdtemp(prefix="krmcourse-test-")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +32,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cluster" in item.keywords or item.path.suffix == ".ipynb":
             item.add_marker(skip)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Take down any cluster a failed test left behind, and remove the run's state folder."""
+    if not _OWN_HOME:
+        return
+    from krmcourse.paths import state_dir
+    from krmcourse.providers.kwok import KwokProvider
+
+    provider = KwokProvider()
+    for cluster in provider.clusters():
+        provider.delete(cluster)
+    shutil.rmtree(state_dir(), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -48,17 +48,21 @@ def test_workqueue_deduplicates_and_requeues_dirty_keys() -> None:
 
 def test_set_condition_keeps_transition_time_unless_status_flips() -> None:
     old = [{"type": "Ready", "status": "True", "reason": "A", "message": "", "lastTransitionTime": "t0"}]
-    same = model.set_condition(old, {"type": "Ready", "status": "True", "reason": "B", "message": "",
-                                     "lastTransitionTime": "t1"})
-    flipped = model.set_condition(old, {"type": "Ready", "status": "False", "reason": "C", "message": "",
-                                        "lastTransitionTime": "t2"})
+    same = model.set_condition(
+        old, {"type": "Ready", "status": "True", "reason": "B", "message": "", "lastTransitionTime": "t1"}
+    )
+    flipped = model.set_condition(
+        old, {"type": "Ready", "status": "False", "reason": "C", "message": "", "lastTransitionTime": "t2"}
+    )
     assert same[0]["lastTransitionTime"] == "t0" and same[0]["reason"] == "B"
     assert flipped[0]["lastTransitionTime"] == "t2"
 
 
 def test_unsupported_language_gives_a_false_condition_with_a_reason() -> None:
-    greeting = {"metadata": {"name": "x", "namespace": "n", "generation": 3, "uid": "u"},
-                "spec": {"to": "you", "language": "sp"}}
+    greeting = {
+        "metadata": {"name": "x", "namespace": "n", "generation": 3, "uid": "u"},
+        "spec": {"to": "you", "language": "sp"},
+    }
     message, problem = model.render(greeting)
     status = model.desired_status(greeting, message, problem)
     [ready] = status["conditions"]
@@ -86,27 +90,40 @@ def index(lab: Lab) -> dict[str, str]:
 
 def create_greetings(lab: Lab, namespace: str, names: list[str]) -> None:
     lab.kubectl("create", "namespace", namespace)
-    lab.apply([{"apiVersion": model.API_VERSION, "kind": "Greeting",
-                "metadata": {"name": n, "namespace": namespace}, "spec": {"to": n, "language": "en"}}
-               for n in names])
+    lab.apply(
+        [
+            {
+                "apiVersion": model.API_VERSION,
+                "kind": "Greeting",
+                "metadata": {"name": n, "namespace": namespace},
+                "spec": {"to": n, "language": "en"},
+            }
+            for n in names
+        ]
+    )
 
 
 @pytest.mark.cluster
 def test_scratch_controller_converges_after_sigkill_mid_work(lab: Lab) -> None:
     names = [f"g{i}" for i in range(10)]
     create_greetings(lab, "crash", names)
-    ctl = lab.run_controller(SCRATCH, "--namespace", "crash", "--workers", "1", "--work-delay", "0.3",
-                             name="crash-test")
-    lab.wait_until(lambda: ctl.logs().count("reconciled (") >= 3, timeout=30,
-                   message="the controller never reconciled anything")
+    ctl = lab.run_controller(
+        SCRATCH, "--namespace", "crash", "--workers", "1", "--work-delay", "0.3", name="crash-test"
+    )
+    lab.wait_until(
+        lambda: ctl.logs().count("reconciled (") >= 3, timeout=30, message="the controller never reconciled anything"
+    )
     ctl.kill()
     assert not ctl.alive
     done = [n for n, g in greetings(lab, "crash").items() if model.is_reconciled(g)]
     assert len(done) < len(names), "the kill should land mid-work, with Greetings still unreconciled"
 
     ctl.start()
-    lab.wait_until(lambda: all(model.is_reconciled(g) for g in greetings(lab, "crash").values()), timeout=60,
-                   message="the restarted controller did not converge")
+    lab.wait_until(
+        lambda: all(model.is_reconciled(g) for g in greetings(lab, "crash").values()),
+        timeout=60,
+        message="the restarted controller did not converge",
+    )
     ctl.stop()
     configmaps = lab.api.get("configmaps", namespace="crash", label_selector=model.OWNER_LABEL, raw=True)
     owners = sorted(cm["metadata"]["ownerReferences"][0]["name"] for cm in configmaps)
@@ -129,30 +146,46 @@ def test_finalizer_holds_a_deleted_greeting_until_the_controller_returns(lab: La
     assert "fin.bye" in index(lab)
 
     ctl.start()
-    lab.wait_until(lambda: lab.get("greeting", "bye", namespace="fin") is None, timeout=30,
-                   message="the restarted controller did not release the finalizer")
+    lab.wait_until(
+        lambda: lab.get("greeting", "bye", namespace="fin") is None,
+        timeout=30,
+        message="the restarted controller did not release the finalizer",
+    )
     assert "fin.bye" not in index(lab)
-    lab.wait_until(lambda: lab.get("configmap", "greeting-bye", namespace="fin") is None, timeout=30,
-                   message="garbage collection did not delete the owned ConfigMap")
+    lab.wait_until(
+        lambda: lab.get("configmap", "greeting-bye", namespace="fin") is None,
+        timeout=30,
+        message="garbage collection did not delete the owned ConfigMap",
+    )
     ctl.stop()
 
 
 @pytest.mark.cluster
 def test_relists_after_watch_timeout_and_after_an_outage(lab: Lab) -> None:
     create_greetings(lab, "relist", ["before"])
-    ctl = lab.run_controller(SCRATCH, "--namespace", "relist", "--watch-timeout", "2", "--outage", "3",
-                             name="relist-test")
+    ctl = lab.run_controller(
+        SCRATCH, "--namespace", "relist", "--watch-timeout", "2", "--outage", "3", name="relist-test"
+    )
     ctl.wait_for_log("greetings: watch ended after", timeout=20)
     os.kill(ctl.pid or 0, signal.SIGUSR1)
     ctl.wait_for_log("greetings: watch dropped")
-    during = [{"apiVersion": model.API_VERSION, "kind": "Greeting",
-                                 "metadata": {"name": "during", "namespace": "relist"}, "spec": {"to": "x"}}]
+    during = [
+        {
+            "apiVersion": model.API_VERSION,
+            "kind": "Greeting",
+            "metadata": {"name": "during", "namespace": "relist"},
+            "spec": {"to": "x"},
+        }
+    ]
     lab.apply(during)
     time.sleep(1)
     assert not model.is_reconciled(lab.get("greeting", "during", namespace="relist")), "it should be deaf now"
     ctl.wait_for_log("greetings: reconnecting", timeout=10)
-    lab.wait_until(lambda: model.is_reconciled(lab.get("greeting", "during", namespace="relist")), timeout=20,
-                   message="the re-list after the outage did not pick up the new Greeting")
+    lab.wait_until(
+        lambda: model.is_reconciled(lab.get("greeting", "during", namespace="relist")),
+        timeout=20,
+        message="the re-list after the outage did not pick up the new Greeting",
+    )
     after = ctl.logs().rsplit("greetings: reconnecting", 1)[1]
     assert "greetings: listed 2" in after and "(1 new" in after
     ctl.stop()
@@ -162,13 +195,21 @@ def test_relists_after_watch_timeout_and_after_an_outage(lab: Lab) -> None:
 def test_kopf_controller_does_the_same_job_and_leaves_nothing_running(lab: Lab) -> None:
     proc = lab.run_kopf(LAB_PATH / "kopf_controller.py", namespace="kopf-demo", name="kopf-test")
     proc.wait_for_log("Activity 'configure' succeeded")
-    lab.apply({"apiVersion": model.API_VERSION, "kind": "Greeting",
-               "metadata": {"name": "hi", "namespace": "kopf-demo"}, "spec": {"to": "kopf", "language": "de"}})
+    lab.apply(
+        {
+            "apiVersion": model.API_VERSION,
+            "kind": "Greeting",
+            "metadata": {"name": "hi", "namespace": "kopf-demo"},
+            "spec": {"to": "kopf", "language": "de"},
+        }
+    )
     lab.wait_until(lambda: model.is_reconciled(lab.get("greeting", "hi", namespace="kopf-demo")), timeout=30)
     configmap = lab.get("configmap", "greeting-hi", namespace="kopf-demo")
     assert configmap["data"]["message"] == "Hallo, kopf!"
-    assert configmap["metadata"]["ownerReferences"][0]["uid"] == lab.get(
-        "greeting", "hi", namespace="kopf-demo")["metadata"]["uid"]
+    assert (
+        configmap["metadata"]["ownerReferences"][0]["uid"]
+        == lab.get("greeting", "hi", namespace="kopf-demo")["metadata"]["uid"]
+    )
     assert index(lab)["kopf-demo.hi"] == "Hallo, kopf!"
     lab.delete("greeting", "hi", namespace="kopf-demo")
     assert "kopf-demo.hi" not in index(lab)

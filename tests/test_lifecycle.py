@@ -159,7 +159,10 @@ def test_an_interrupted_up_leaves_no_orphan_process():
 
 
 def test_up_never_touches_the_users_kubeconfig(tmp_path):
-    env = {**os.environ, "HOME": str(tmp_path)}
+    from krmcourse.paths import cache_dir
+
+    # A fresh HOME, but the same toolchain cache (which otherwise lives under HOME).
+    env = {**os.environ, "HOME": str(tmp_path), "KRMCOURSE_CACHE": str(cache_dir())}
     try:
         done = subprocess.run([*CLI, "up", "sandbox", "--instance", "home"], env=env, capture_output=True,
                               text=True)

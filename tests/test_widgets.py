@@ -25,11 +25,16 @@ def obj(kind: str, name: str, uid: str, owners: tuple[tuple[str, bool], ...] = (
 
 
 def test_graph_builds_the_tree_under_a_root_and_marks_non_controller_owners() -> None:
-    graph = OwnershipGraph([
-        obj("Deployment", "web", "d"), obj("ReplicaSet", "web-1", "r", (("d", True),)),
-        obj("Pod", "web-1-a", "p1", (("r", True),)), obj("Pod", "web-1-b", "p2", (("r", True),)),
-        obj("ConfigMap", "shared", "c", (("d", False),)), obj("Secret", "alone", "s"),
-    ])
+    graph = OwnershipGraph(
+        [
+            obj("Deployment", "web", "d"),
+            obj("ReplicaSet", "web-1", "r", (("d", True),)),
+            obj("Pod", "web-1-a", "p1", (("r", True),)),
+            obj("Pod", "web-1-b", "p2", (("r", True),)),
+            obj("ConfigMap", "shared", "c", (("d", False),)),
+            obj("Secret", "alone", "s"),
+        ]
+    )
     tree = graph.tree(graph.find("deployment", "web") or "")
     assert len(tree) == 5 and [n.ref.name for n in tree.find("pod")] == ["web-1-a", "web-1-b"]
     assert graph.roots() == ["d"]
@@ -46,8 +51,11 @@ def test_graph_cuts_ownership_cycles_and_rejects_objects_without_kind() -> None:
 
 def test_describe_change_names_finalizers_spec_and_condition_flips() -> None:
     old = {"metadata": {"resourceVersion": "1", "finalizers": []}, "spec": {"a": 1}, "status": {}}
-    new = {"metadata": {"resourceVersion": "2", "finalizers": ["x/y"]}, "spec": {"a": 2},
-           "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    new = {
+        "metadata": {"resourceVersion": "2", "finalizers": ["x/y"]},
+        "spec": {"a": 2},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
     assert describe_change(old, new) == "+finalizer x/y, spec, status (Ready=True)"
     assert describe_change(None, new) == ""
 
@@ -55,9 +63,14 @@ def test_describe_change_names_finalizers_spec_and_condition_flips() -> None:
 def test_writer_is_the_manager_whose_entry_grew_not_the_one_that_lost_fields() -> None:
     create = {"manager": "create", "operation": "Update", "time": "t1", "fieldsV1": {"f:data": {"f:a": {}}}}
     before = {"metadata": {"managedFields": [create]}}
-    after = {"metadata": {"managedFields": [
-        {**create, "fieldsV1": {"f:data": {}}},  # same second; lost f:a to the patch
-        {"manager": "patch", "operation": "Update", "time": "t1", "fieldsV1": {"f:data": {"f:a": {}}}}]}}
+    after = {
+        "metadata": {
+            "managedFields": [
+                {**create, "fieldsV1": {"f:data": {}}},  # same second; lost f:a to the patch
+                {"manager": "patch", "operation": "Update", "time": "t1", "fieldsV1": {"f:data": {"f:a": {}}}},
+            ]
+        }
+    }
     assert writer(before, after) == "patch"
     assert writer(after, after) == ""
 
@@ -66,10 +79,18 @@ def test_events_are_filtered_to_the_window_with_either_timestamp_shape() -> None
     start = datetime(2026, 1, 1, 12, 0, 0, 500000, tzinfo=UTC)
     end = start + timedelta(seconds=5)
     events = [
-        {"eventTime": "2026-01-01T12:00:01.250000Z", "involvedObject": {"kind": "Pod", "name": "p"},
-         "reason": "Precise", "reportingComponent": "me"},
-        {"lastTimestamp": "2026-01-01T12:00:00Z", "involvedObject": {"kind": "Pod", "name": "p"},
-         "reason": "SameSecond", "source": {"component": "kcm"}},
+        {
+            "eventTime": "2026-01-01T12:00:01.250000Z",
+            "involvedObject": {"kind": "Pod", "name": "p"},
+            "reason": "Precise",
+            "reportingComponent": "me",
+        },
+        {
+            "lastTimestamp": "2026-01-01T12:00:00Z",
+            "involvedObject": {"kind": "Pod", "name": "p"},
+            "reason": "SameSecond",
+            "source": {"component": "kcm"},
+        },
         {"eventTime": "2026-01-01T11:59:59.000000Z", "reason": "Before"},
         {"lastTimestamp": "2026-01-01T12:00:09Z", "reason": "After"},
     ]
@@ -81,8 +102,11 @@ def test_events_are_filtered_to_the_window_with_either_timestamp_shape() -> None
 @pytest.mark.cluster
 def test_ownership_tree_follows_a_real_deployment(sandbox, namespace: str) -> None:
     sandbox.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=2", "-n", namespace)
-    sandbox.wait_until(lambda: len([o for o in collect_namespace(sandbox, namespace) if o["kind"] == "Pod"]) == 2,
-                       timeout=60, message="the Deployment's pods never appeared")
+    sandbox.wait_until(
+        lambda: len([o for o in collect_namespace(sandbox, namespace) if o["kind"] == "Pod"]) == 2,
+        timeout=60,
+        message="the Deployment's pods never appeared",
+    )
     tree = OwnershipTree(sandbox, "deployment", "web", namespace=namespace)
     [replicaset] = tree.root.find("ReplicaSet")
     assert replicaset.controller and len(replicaset.children) == 2
@@ -106,7 +130,8 @@ def test_event_timeline_records_watch_events_and_kubernetes_events_in_order(sand
     mine = [(e.what, e.detail) for e in timeline.entries if e.kind == "ConfigMap" and e.name == "cfg"]
     assert mine == [("ADDED", ""), ("MODIFIED", "data"), ("DELETED", "")]
     assert [e.by for e in timeline.entries if e.name == "cfg" and e.what == "MODIFIED"] == ["kubectl-patch"]
-    assert any(e.source == "event" and e.what == "ScalingReplicaSet" for e in timeline.entries), \
+    assert any(e.source == "event" and e.what == "ScalingReplicaSet" for e in timeline.entries), (
         "the deployment controller's Event should be in the window"
+    )
     assert timeline.entries == sorted(timeline.entries)
     assert "ConfigMap/cfg" in str(timeline) and "<table>" in timeline._repr_html_()

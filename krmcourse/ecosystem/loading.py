@@ -68,7 +68,6 @@ def load_kinds(folder: Path | None = None) -> pd.DataFrame:
 def kinds_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Rows made by :func:`krmcourse.ecosystem.features.crd_rows` as a frame typed like :func:`load_kinds`."""
     df = pd.DataFrame(rows, columns=list(KINDS_COLUMNS))
-    df["legacy_core_alias"] = df["legacy_core_alias"].fillna(False)
     for col in BOOL_COLUMNS:
         df[col] = df[col].astype("boolean")
     for col in _COUNT_COLUMNS:

@@ -21,7 +21,7 @@ from typing import Any
 from krmcourse.ecosystem import extract
 from krmcourse.ecosystem.errors import EcosystemError
 from krmcourse.ecosystem.loading import KINDS_COLUMNS
-from krmcourse.ecosystem.sources import SOURCES, Source, fetch, open_sdist, source
+from krmcourse.ecosystem.sources import SOURCES, Archive, Source, fetch, source
 
 #: The tables rebuild writes, each with its columns in order. Hand-made files are not among them.
 BUILTIN_COLUMNS = ("k8s_version", "group", "version", "kind")
@@ -64,12 +64,12 @@ def rebuild(out: Path, cache: Path | None = None, sources: Sequence[Source] = SO
     paths = {src.key: fetch(src, cache) for src in sources}
     log: list[dict[str, Any]] = []
 
-    with open_sdist(paths["k8s-schemas-old"]) as old, open_sdist(paths["k8s-schemas"]) as new:
+    with Archive(paths["k8s-schemas-old"]) as old, Archive(paths["k8s-schemas"]) as new:
         builtin = extract.builtin_kinds([old, new])
     log += _log("kubernetes-validate", builtin, len(builtin.rows), "rows (k8s version, group, version, kind)")
 
-    with open_sdist(paths["openshift-dump"]) as tar:
-        dump_version = extract.openshift_cluster_version(tar)
+    with Archive(paths["openshift-dump"]) as archive:
+        dump_version = extract.openshift_cluster_version(archive)
         cluster = extract.minor_of(dump_version)
         core = {(r["group"], r["kind"]) for r in builtin.rows if r["k8s_version"] == cluster}
         if not core:
@@ -77,13 +77,13 @@ def rebuild(out: Path, cache: Path | None = None, sources: Sequence[Source] = SO
                 f"the schema dump is of Kubernetes {dump_version}, but no pinned kubernetes-validate "
                 "release covers that version; pin one that does in krmcourse/ecosystem/sources.py"
             )
-        dump = extract.openshift_kinds(tar, core)
+        dump = extract.openshift_kinds(archive, core)
     log += _log("openshift-dump", dump, len(dump.rows), "rows (group, version, kind)")
     log.append({"source": "openshift-dump", "step": f"cluster version {dump.facts['cluster_version']}",
                 "count": 1})
 
-    with open_sdist(paths["dask-crds"]) as tar:
-        dask = extract.dask_kinds(tar)
+    with Archive(paths["dask-crds"]) as archive:
+        dask = extract.dask_kinds(archive)
     log += _log("dask-crds", dask, len(dask.rows), "rows (group, version, kind)")
 
     counts = {

@@ -19,8 +19,9 @@ from typing import Any, Protocol
 Obj = dict[str, Any]
 
 # Kinds left out of discovery-driven listing: noise (events), or huge and never owners here.
-SKIPPED_RESOURCES = frozenset({"events", "events.events.k8s.io", "bindings",
-                               "localsubjectaccessreviews.authorization.k8s.io"})
+SKIPPED_RESOURCES = frozenset(
+    {"events", "events.events.k8s.io", "bindings", "localsubjectaccessreviews.authorization.k8s.io"}
+)
 
 
 class HasKubectl(Protocol):
@@ -87,8 +88,10 @@ class OwnershipGraph:
         for obj in objects:
             meta = obj.get("metadata", {})
             if "uid" not in meta or "kind" not in obj:
-                raise ValueError(f"every object needs kind and metadata.uid; got {obj.get('kind')!r} "
-                                 f"{meta.get('name')!r} (list items lose their kind: set it from the list)")
+                raise ValueError(
+                    f"every object needs kind and metadata.uid; got {obj.get('kind')!r} "
+                    f"{meta.get('name')!r} (list items lose their kind: set it from the list)"
+                )
             self.objects[meta["uid"]] = obj
         for uid, obj in self.objects.items():
             for ref in obj["metadata"].get("ownerReferences", []):
@@ -109,8 +112,9 @@ class OwnershipGraph:
     def roots(self) -> list[str]:
         """Objects that own something and are owned by nothing known here."""
         owned = {child for children in self.owned.values() for child, _ in children}
-        return sorted((uid for uid in self.owned if uid in self.objects and uid not in owned),
-                      key=lambda u: str(self.ref(u)))
+        return sorted(
+            (uid for uid in self.owned if uid in self.objects and uid not in owned), key=lambda u: str(self.ref(u))
+        )
 
     def tree(self, uid: str) -> OwnerNode:
         """The tree under one object. An ownerReference cycle (possible, if broken) is cut."""
@@ -139,8 +143,11 @@ def render_html(node: OwnerNode) -> str:
     def item(n: OwnerNode) -> str:
         state = f' <span style="color:#666">({html.escape(n.state)})</span>' if n.state else ""
         kids = "".join(item(c) for c in n.children)
-        return (f"<li><b>{html.escape(n.ref.kind)}</b>/{html.escape(n.ref.name)}{state}"
-                + (f"<ul>{kids}</ul>" if kids else "") + "</li>")
+        return (
+            f"<li><b>{html.escape(n.ref.kind)}</b>/{html.escape(n.ref.name)}{state}"
+            + (f"<ul>{kids}</ul>" if kids else "")
+            + "</li>"
+        )
 
     return f'<ul style="font-family:monospace;list-style:none;padding-left:1em">{item(node)}</ul>'
 
@@ -180,8 +187,10 @@ class OwnershipTree:
         graph = OwnershipGraph(collect_namespace(self.cluster, self.namespace))
         uid = graph.find(self.kind, self.name)
         if uid is None:
-            raise LookupError(f"no {self.kind} called {self.name!r} in namespace {self.namespace!r}; "
-                              "check the kind (singular, e.g. 'deployment') and the name")
+            raise LookupError(
+                f"no {self.kind} called {self.name!r} in namespace {self.namespace!r}; "
+                "check the kind (singular, e.g. 'deployment') and the name"
+            )
         self.root = graph.tree(uid)
         if self._widget is not None:
             self._widget.children[1].value = render_html(self.root)

@@ -99,7 +99,7 @@ def _field_paths(fields: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ..
 def _grew(old: set[tuple[str, ...]], new: set[tuple[str, ...]]) -> bool:
     """True if `new` holds a path that `old` did not own (a path left empty by a loss, such as
     ('f:data',) after losing ('f:data', 'f:a'), is not a gain)."""
-    return any(not any(o[:len(path)] == path for o in old) for path in new)
+    return any(not any(o[: len(path)] == path for o in old) for path in new)
 
 
 def writer(old: Obj | None, new: Obj) -> str:
@@ -107,6 +107,7 @@ def writer(old: Obj | None, new: Obj) -> str:
     or grew. (A manager that only *lost* fields to the writer is not one.) Entries carry whole-second
     times, so comparing fields as well names the writer even when several wrote within one second.
     """
+
     def entries(obj: Obj | None) -> dict[tuple[str, str, str], Any]:
         managed = (obj or {}).get("metadata", {}).get("managedFields") or []
         return {(m.get("manager", ""), m.get("operation", ""), m.get("subresource", "")): m for m in managed}
@@ -117,8 +118,11 @@ def writer(old: Obj | None, new: Obj) -> str:
         previous = before.get(key)
         if previous == entry:
             continue
-        if (previous is None or previous.get("time") != entry.get("time")
-                or _grew(_field_paths(previous.get("fieldsV1")), _field_paths(entry.get("fieldsV1")))):
+        if (
+            previous is None
+            or previous.get("time") != entry.get("time")
+            or _grew(_field_paths(previous.get("fieldsV1")), _field_paths(entry.get("fieldsV1")))
+        ):
             writers.add(key[0])
     return ",".join(sorted(writers))
 
@@ -132,8 +136,11 @@ def entries_from_events(events: list[Obj], start: datetime, end: datetime) -> li
     entries = []
     for event in events:
         precise = parse_time(event.get("eventTime"))
-        when = precise or parse_time(event.get("lastTimestamp") or event.get("firstTimestamp")) or \
-            parse_time(event.get("metadata", {}).get("creationTimestamp"))
+        when = (
+            precise
+            or parse_time(event.get("lastTimestamp") or event.get("firstTimestamp"))
+            or parse_time(event.get("metadata", {}).get("creationTimestamp"))
+        )
         if when is None:
             continue
         low = start if precise else start.replace(microsecond=0)
@@ -141,10 +148,18 @@ def entries_from_events(events: list[Obj], start: datetime, end: datetime) -> li
             continue
         involved = event.get("involvedObject") or event.get("regarding") or {}
         source = event.get("reportingComponent") or (event.get("source") or {}).get("component", "")
-        entries.append(TimelineEntry(
-            when, "event", str(involved.get("kind", "")), str(involved.get("name", "")),
-            str(event.get("reason", "")), str(event.get("message") or event.get("note") or ""), str(source),
-            precise is not None))
+        entries.append(
+            TimelineEntry(
+                when,
+                "event",
+                str(involved.get("kind", "")),
+                str(involved.get("name", "")),
+                str(event.get("reason", "")),
+                str(event.get("message") or event.get("note") or ""),
+                str(source),
+                precise is not None,
+            )
+        )
     return entries
 
 
@@ -213,8 +228,9 @@ class WatchRecorder:
         last: dict[str, Obj] = {i["metadata"]["uid"]: i for i in listing.get("items", [])}
         label = listing.get("kind", "List").removesuffix("List") or plural
         params = {"watch": "true", "resourceVersion": listing["metadata"]["resourceVersion"]}
-        async with api.call_api("GET", version=version, url=plural, namespace=self.namespace, params=params,
-                                stream=True, timeout=None) as response:
+        async with api.call_api(
+            "GET", version=version, url=plural, namespace=self.namespace, params=params, stream=True, timeout=None
+        ) as response:
             opened.set()
             async for line in response.aiter_lines():
                 if not line.strip():
@@ -228,8 +244,17 @@ class WatchRecorder:
                 detail = describe_change(previous, obj) if event["type"] == "MODIFIED" else ""
                 by = writer(previous, obj) if event["type"] != "DELETED" else ""
                 last[uid] = obj
-                self.entries.append(TimelineEntry(datetime.now(UTC), "watch", obj.get("kind", label),
-                                                  obj["metadata"]["name"], event["type"], detail, by))
+                self.entries.append(
+                    TimelineEntry(
+                        datetime.now(UTC),
+                        "watch",
+                        obj.get("kind", label),
+                        obj["metadata"]["name"],
+                        event["type"],
+                        detail,
+                        by,
+                    )
+                )
 
 
 def _offset(entry: TimelineEntry, start: datetime) -> str:
@@ -247,8 +272,7 @@ def _cancel_all() -> None:
 class EventTimeline:
     """Record a namespace while a `with` block runs; then show what happened, in order."""
 
-    def __init__(self, cluster: Cluster, namespace: str, kinds: list[str] | None = None,
-                 settle: float = 1.0) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, kinds: list[str] | None = None, settle: float = 1.0) -> None:
         self.cluster, self.namespace = cluster, namespace
         self.kinds = kinds or []
         self.settle = settle
@@ -277,22 +301,36 @@ class EventTimeline:
     def rows(self) -> list[dict[str, str]]:
         """The entries as rows with the time relative to the start of the block."""
         assert self.start is not None
-        return [{"t": _offset(e, self.start), "source": e.source,
-                 "object": f"{e.kind}/{e.name}", "what": e.what, "detail": e.detail, "by": e.by}
-                for e in self.entries]
+        return [
+            {
+                "t": _offset(e, self.start),
+                "source": e.source,
+                "object": f"{e.kind}/{e.name}",
+                "what": e.what,
+                "detail": e.detail,
+                "by": e.by,
+            }
+            for e in self.entries
+        ]
 
     def __str__(self) -> str:
-        return "\n".join(f"{r['t']:>9} {r['source']:<5} {r['object']:<28} {r['what']:<18} {r['detail']}"
-                         + (f" [{r['by']}]" if r["by"] else "") for r in self.rows())
+        return "\n".join(
+            f"{r['t']:>9} {r['source']:<5} {r['object']:<28} {r['what']:<18} {r['detail']}"
+            + (f" [{r['by']}]" if r["by"] else "")
+            for r in self.rows()
+        )
 
     def __repr__(self) -> str:
         return str(self) if self.entries else f"<EventTimeline {self.namespace}: nothing recorded>"
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in ("t", "source", "object", "what",
-                                                                           "detail", "by"))
-        body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{html.escape(v)}</td>" for v in r.values())
-                       + "</tr>" for r in self.rows())
+        head = "".join(
+            f"<th style='text-align:left'>{h}</th>" for h in ("t", "source", "object", "what", "detail", "by")
+        )
+        body = "".join(
+            "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(v)}</td>" for v in r.values()) + "</tr>"
+            for r in self.rows()
+        )
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def widget(self) -> Any:

@@ -184,25 +184,29 @@ def time_list(client: httpx.Client, repeats: int = 3) -> tuple[float, int]:
     return statistics.median(timings), size
 
 
-def time_new_watch(client: httpx.Client, expected: int) -> tuple[float, int]:
+def time_new_watch(client: httpx.Client, expected: int, repeats: int = 2) -> tuple[float, int]:
     """A watch with no resourceVersion starts with one ADDED event per existing object.
 
     That is what every new informer (every controller start, every reconnect that must re-list) pays.
-    Returns seconds until all `expected` events arrived, and the bytes they took.
+    Returns the fastest of `repeats` tries, in seconds until all `expected` events arrived, and the
+    bytes they took.
     """
-    params = {"watch": "true", "timeoutSeconds": "60", "allowWatchBookmarks": "false"}
-    began, seen, size = time.perf_counter(), 0, 0
     if expected == 0:
         return 0.0, 0
-    with client.stream("GET", DEVICES, params=params) as response:
-        response.raise_for_status()
-        for line in response.iter_lines():
-            size += len(line)
-            if json.loads(line).get("type") == "ADDED":
-                seen += 1
-                if seen >= expected:
-                    break
-    return time.perf_counter() - began, size
+    params = {"watch": "true", "timeoutSeconds": "60", "allowWatchBookmarks": "false"}
+    best, size = float("inf"), 0
+    for _ in range(repeats):
+        began, seen, size = time.perf_counter(), 0, 0
+        with client.stream("GET", DEVICES, params=params) as response:
+            response.raise_for_status()
+            for line in response.iter_lines():
+                size += len(line)
+                if json.loads(line).get("type") == "ADDED":
+                    seen += 1
+                    if seen >= expected:
+                        break
+        best = min(best, time.perf_counter() - began)
+    return best, size
 
 
 def apiserver_process(lab: Lab) -> psutil.Process:

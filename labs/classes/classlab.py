@@ -67,10 +67,13 @@ class Enforcer:
             self.process.stop()
 
 
-def start_enforcer(lab: Lab) -> Enforcer:
+def start_enforcer(lab: Lab, webhook: bool | None = None) -> Enforcer:
     """Copy class values into new Caches: with a MutatingAdmissionPolicy where the API server serves
-    one (GA in Kubernetes 1.36), else with the lab's Python webhook."""
-    if mutating_admission_policy_served(lab):
+    one (GA in Kubernetes 1.36), else with the lab's Python webhook. ``webhook=True`` forces the
+    webhook (the tests prove both ways work on the same cluster)."""
+    if webhook is None:
+        webhook = not mutating_admission_policy_served(lab)
+    if not webhook:
         lab.apply(lab.path / "enforcer-policy.yaml")
         enforcer = Enforcer("MutatingAdmissionPolicy")
     else:

@@ -28,9 +28,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=300,
         help="seconds after which the server closes each watch (timeoutSeconds)",
     )
-    parser.add_argument(
-        "--outage", type=float, default=5.0, help="seconds to stay disconnected after SIGUSR1"
-    )
+    parser.add_argument("--outage", type=float, default=5.0, help="seconds to stay disconnected after SIGUSR1")
     parser.add_argument("--http-log", action="store_true", help="log every HTTP request the client makes")
     parser.add_argument(
         "--work-delay",

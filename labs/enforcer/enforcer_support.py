@@ -17,7 +17,7 @@ import yaml
 
 from krmcourse import Lab, ManagedProcess
 from krmcourse.errors import KubectlError
-from krmcourse.webhooks import TLSMaterial, free_port, make_tls, port_open
+from krmcourse.webhooks import TLSMaterial, WebhookError, free_port, make_tls, port_open
 
 NAMESPACE = "enforcer-system"
 SERVICE_ACCOUNT = "sidecar-enforcer"
@@ -102,8 +102,22 @@ def webhook_configurations(url: str, ca_bundle: str, failure_policy: str = "Fail
     ]
 
 
+def check_reachable(lab: Lab) -> None:
+    """Refuse, with the way out, when the API server cannot reach a webhook on this host's 127.0.0.1."""
+    host = urlparse(lab.server).hostname or ""
+    if lab.provider.name == "kind" or host not in ("127.0.0.1", "localhost", "::1"):
+        raise WebhookError(
+            f"The API server of this lab ({lab.provider.name} provider, {lab.server}) does not run on this "
+            "host, so it cannot call a webhook listening on 127.0.0.1 here.",
+            hint="Use the default kwok provider for this lab. On kind, register the webhook at "
+            "https://host.docker.internal:PORT with a certificate for that name, or run it in-cluster "
+            "behind a Service (see labs/enforcer/instructor.md).",
+        )
+
+
 def start(lab: Lab, failure_policy: str = "Fail") -> Enforcer:
     """Make certificates, start the webhook as the sidecar-enforcer ServiceAccount, and register it."""
+    check_reachable(lab)
     tls = make_tls(lab.home / "enforcer-tls")
     port = free_port()
     process = lab.run_controller(
@@ -218,3 +232,15 @@ def containers_by_pod(lab: Lab, namespace: str, selector: str) -> dict[str, list
     """Container names of each stored pod matching a label selector."""
     pods = json.loads(lab.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json"))["items"]
     return {p["metadata"]["name"]: [c["name"] for c in p["spec"]["containers"]] for p in pods}
+
+
+def wait_for_pods(
+    lab: Lab, namespace: str, selector: str, count: int, timeout: float = 60
+) -> dict[str, list[str]]:
+    """Wait until ``count`` pods match ``selector``; returns their container names by pod."""
+
+    def ready() -> dict[str, list[str]] | None:
+        pods = containers_by_pod(lab, namespace, selector)
+        return pods if len(pods) == count else None
+
+    return lab.wait_until(ready, timeout=timeout, message=f"{count} pods matching {selector} did not appear")

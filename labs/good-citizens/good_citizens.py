@@ -103,6 +103,20 @@ def _own(metrics: apiload.Metrics, name: str, **match: Any) -> int:
     return round(metrics.total(name, **match))
 
 
+def quiet_metrics(ctl: apiload.MeteredProcess, counter: str = "controller_api_requests_total",
+                  timeout: float = 15) -> apiload.Metrics:
+    """The controller's metrics once ``counter`` has stopped moving (nothing left in flight)."""
+    deadline = time.monotonic() + timeout
+    last = ctl.metrics()
+    while time.monotonic() < deadline:
+        time.sleep(0.4)
+        now = ctl.metrics()
+        if now.total(counter) == last.total(counter):
+            return now
+        last = now
+    return last
+
+
 def compare_first_line(lab: Any, rest: RestClient, n: int = 10) -> Any:
     """G1: the controller's own request counter next to kube-apiserver's, for the same run."""
     import pandas as pd
@@ -113,7 +127,7 @@ def compare_first_line(lab: Any, rest: RestClient, n: int = 10) -> Any:
         ctl = start_widgets(lab, run)
         change_sizes(rest, names, 3, 0.2)
         settle(lab, rest, run, quiet=0.5)
-        own = ctl.metrics()
+        own = quiet_metrics(ctl)
         ctl.stop()
     rows = []
     for (verb, resource, sub), count in sorted(
@@ -131,7 +145,7 @@ def compare_first_line(lab: Any, rest: RestClient, n: int = 10) -> Any:
 
 
 def compare_poll_watch(
-    lab: Any, rest: RestClient, n: int = 20, changes: int = 8, window: float = 8.0, poll: float = 0.5
+    lab: Any, rest: RestClient, n: int = 20, changes: int = 6, window: float = 6.0, poll: float = 0.5
 ) -> Comparison:
     """G2: the same controller learning about widgets by polling (a LIST every ``poll`` s) or by watching.
 
@@ -222,6 +236,8 @@ def compare_resync(
         with apiload.measure(lab, "widgets", "configmaps", observer=rest) as load:
             ctl = start_widgets(lab, run, *flags)
             settle(lab, rest, run, quiet=0.5)
+            if variant != "resync 1 s":  # let the echoes of its own status writes die down first
+                quiet_metrics(ctl, "controller_reconciles_total", timeout=5)
             victim = f"{names[-1]}-widget"
             rest.ok("DELETE", f"{CONFIGMAPS}/{victim}")
             expiring = f"{run}-expiring"

@@ -8,6 +8,7 @@ folder, starts the controller with ``lab.run_controller`` and stops it with the 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import time
@@ -58,9 +59,10 @@ class FleetRun:
     def join(self, name: str, kubeconfig: Path) -> None:
         """Add a member: copy its kubeconfig into the folder and wait until its cache is synced."""
         seen = self.proc.logs(since_start=False).count(f"joined {name}:")
-        target = self.folder / f"{name}.kubeconfig"
-        shutil.copyfile(kubeconfig, target)
-        target.chmod(0o600)
+        staging = self.folder / f".{name}.partial"  # the controller only reads *.kubeconfig
+        shutil.copyfile(kubeconfig, staging)
+        staging.chmod(0o600)
+        os.replace(staging, self.folder / f"{name}.kubeconfig")  # appears whole, never half-written
         self._wait_log(f"joined {name}:", seen + 1)
 
     def leave(self, name: str) -> None:
@@ -76,6 +78,14 @@ class FleetRun:
         rows = [{"key": m[1], "in cluster": m[2], "action": m[3], "object": m[4]}
                 for m in KEY.finditer(self.proc.logs(since_start=False))]
         return pd.DataFrame(rows, columns=["key", "in cluster", "action", "object"])
+
+    def wait_copies(self, lab: Any, want: set[str], absent: set[str] | None = None,
+                    timeout: float = 30) -> dict[str, dict]:
+        """Like :func:`wait_copies`, but a timeout shows the controller's log, which says why."""
+        try:
+            return wait_copies(lab, want, absent, timeout)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}. The fleet controller's log ends:\n{self.proc.logs()[-3000:]}") from exc
 
     def kill(self) -> None:
         """SIGKILL, as a crash would: no cleanup runs."""
@@ -110,12 +120,12 @@ def wait_copies(lab: Any, want: set[str], absent: set[str] | None = None,
     """Wait until the cluster holds every copy in ``want`` and none in ``absent``; return the copies."""
     absent = absent or set()
 
-    def settled() -> dict[str, dict] | None:
-        found = copies(lab)
-        return found if want <= set(found) and not absent & set(found) else None
+    def settled() -> tuple[dict[str, dict]] | None:
+        found = copies(lab)  # may be empty, so wrap it: wait_until waits for something truthy
+        return (found,) if want <= set(found) and not absent & set(found) else None
 
     return lab.wait_until(settled, timeout=timeout, interval=0.3,
-                          message=f"copies {sorted(want)} present and {sorted(absent)} absent in {lab.cluster}")
+                          message=f"copies {sorted(want)} present and {sorted(absent)} absent in {lab.cluster}")[0]
 
 
 def configmap_watches(lab: Any) -> int:

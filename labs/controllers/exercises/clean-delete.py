@@ -4,28 +4,22 @@ and not its entry in the cluster-wide index that only the controller's finalizer
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from krmcourse import CheckFailed, Lab
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's own greeter package
+from greeter import model, once  # noqa: E402
 
 NAMESPACE, NAME = "demo", "farewell"
 
 
-def _greeter(lab: Lab):  # noqa: ANN202 - returns the lab's own package
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import greeter.model
-    import greeter.once
-
-    return greeter
-
-
-def _index(lab: Lab, greeter) -> dict:  # noqa: ANN001
-    index = lab.get("configmap", greeter.model.INDEX_NAME, namespace=greeter.model.INDEX_NAMESPACE)
+def _index(lab: Lab) -> dict[str, str]:
+    index = lab.get("configmap", model.INDEX_NAME, namespace=model.INDEX_NAMESPACE)
     return (index or {}).get("data") or {}
 
 
 def check(lab: Lab) -> None:
-    greeter = _greeter(lab)
     farewell = lab.get("greeting", NAME, namespace=NAMESPACE)
     if farewell is not None:
         if farewell["metadata"].get("deletionTimestamp"):
@@ -35,9 +29,9 @@ def check(lab: Lab) -> None:
             )
         raise CheckFailed("The Greeting demo/farewell still exists.")
     key = f"{NAMESPACE}.{NAME}"
-    if key in _index(lab, greeter):
+    if key in _index(lab):
         raise CheckFailed(
-            f"farewell is gone, but the index greeting-system/{greeter.model.INDEX_NAME} "
+            f"farewell is gone, but the index greeting-system/{model.INDEX_NAME} "
             f"still has the entry {key!r}: the cleanup its finalizer stood for never ran."
         )
     if lab.get("configmap", "greeting-farewell", namespace=NAMESPACE) is not None:
@@ -48,15 +42,14 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    greeter = _greeter(lab)
     farewell = lab.get("greeting", NAME, namespace=NAMESPACE)
     if farewell is None:
         return
     if not farewell["metadata"].get("deletionTimestamp"):
         # Make sure the finalizer and the index entry exist, as they do once a controller has run.
-        greeter.once.reconcile_now(lab.kubeconfig, NAMESPACE, NAME)
+        once.reconcile_now(lab.kubeconfig, NAMESPACE, NAME)
         lab.delete("greeting", NAME, namespace=NAMESPACE, wait=False)
-    greeter.once.reconcile_now(lab.kubeconfig, NAMESPACE, NAME)  # the finalizer's cleanup
+    once.reconcile_now(lab.kubeconfig, NAMESPACE, NAME)  # the finalizer's cleanup
     lab.wait_until(
         lambda: (
             lab.get("greeting", NAME, namespace=NAMESPACE) is None

@@ -114,9 +114,7 @@ async def create_or_patch_configmap(api: Api, actual: Obj | None, desired: Obj, 
         "metadata": {"labels": meta["labels"], "ownerReferences": meta["ownerReferences"]},
         "data": desired["data"],
     }
-    await request(
-        api, "PATCH", "v1", f"configmaps/{meta['name']}", meta["namespace"], patch, field_manager=manager
-    )
+    await request(api, "PATCH", "v1", f"configmaps/{meta['name']}", meta["namespace"], patch, field_manager=manager)
     return "updated"
 
 
@@ -155,9 +153,7 @@ def _micro_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-async def record_event(
-    api: Api, greeting: Obj, reason: str, note: str, controller: str, warning: bool = False
-) -> None:
+async def record_event(api: Api, greeting: Obj, reason: str, note: str, controller: str, warning: bool = False) -> None:
     """Post an events.k8s.io/v1 Event about the Greeting, as `kubectl describe` and
     `kubectl events` show. Events are best effort: a failure to post one never fails a reconcile."""
     meta = greeting["metadata"]

@@ -81,9 +81,7 @@ class Informer:
                 if self._dropped_for is None:
                     raise  # the informer itself is being stopped
                 outage, self._dropped_for = self._dropped_for, None
-                self.log.info(
-                    "%s: watch dropped; staying disconnected for %.1fs", self.resource.plural, outage
-                )
+                self.log.info("%s: watch dropped; staying disconnected for %.1fs", self.resource.plural, outage)
                 await asyncio.sleep(outage)
                 self.log.info("%s: reconnecting: re-listing", self.resource.plural)
             except (kr8s.ServerError, httpx.HTTPError, kr8s.APITimeoutError) as error:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,7 +21,9 @@ MANAGER = "greeter-once"
 
 
 async def _reconcile_once(kubeconfig: Path, namespace: str, name: str) -> str:
-    api = await kr8s.asyncio.api(kubeconfig=str(kubeconfig))
+    with warnings.catch_warnings():  # kr8s warns about Kubernetes newer than it was tested with
+        warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
+        api = await kr8s.asyncio.api(kubeconfig=str(kubeconfig))
     greeting = await actions.get_greeting(api, namespace, name)
     if greeting is None:
         return "absent"

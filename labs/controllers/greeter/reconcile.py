@@ -27,9 +27,7 @@ from .model import (
 GetConfigMap = Callable[[str, str], Awaitable[Obj | None]]
 
 
-async def reconcile(
-    api: Api, greeting: Obj, get_configmap: GetConfigMap, manager: str, log: logging.Logger
-) -> str:
+async def reconcile(api: Api, greeting: Obj, get_configmap: GetConfigMap, manager: str, log: logging.Logger) -> str:
     """Bring one existing Greeting's world in line with its spec; return a one-word summary."""
     meta = greeting["metadata"]
     namespace, name = key_of(greeting)
@@ -75,9 +73,7 @@ async def reconcile(
         await actions.patch_greeting(api, greeting, {"status": status}, manager, status=True)
         ready = next(c for c in status["conditions"] if c["type"] == "Ready")
         if ready["status"] == "False":
-            await actions.record_event(
-                api, greeting, ready["reason"], ready["message"], manager, warning=True
-            )
+            await actions.record_event(api, greeting, ready["reason"], ready["message"], manager, warning=True)
         log.info(
             "%s/%s: status Ready=%s (%s) at generation %s",
             namespace,

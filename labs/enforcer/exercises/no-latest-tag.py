@@ -7,11 +7,13 @@ tag must both be refused by a ValidatingAdmissionPolicy, and a pod on a pinned t
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 
 from krmcourse import CheckFailed, Lab
 
 
-def _support(lab: Lab):  # noqa: ANN202 - the lab's own helper module
+def _support(lab: Lab) -> ModuleType:
+    """The lab's own helper module (exercise files are loaded by path, so no relative import)."""
     if str(lab.path) not in sys.path:
         sys.path.insert(0, str(lab.path))
     import enforcer_support
@@ -43,15 +45,13 @@ def check(lab: Lab) -> None:
 
 def solve(lab: Lab) -> None:
     lab.apply(lab.path / "exercises" / "no-latest-tag.solution.yaml")
-    lab.wait_until(_passes(lab), timeout=30, message="the no-latest-tag policy did not take effect")
+    lab.wait_until(lambda: _passes(lab), timeout=30, message="the no-latest-tag policy did not take effect")
 
 
-def _passes(lab: Lab):  # noqa: ANN202
-    def probe() -> bool:
-        try:
-            check(lab)
-        except CheckFailed:
-            return False
-        return True
-
-    return probe
+def _passes(lab: Lab) -> bool:
+    """A new policy takes a moment to load, so solve() waits until the check agrees."""
+    try:
+        check(lab)
+    except CheckFailed:
+        return False
+    return True

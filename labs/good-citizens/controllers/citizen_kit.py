@@ -156,12 +156,15 @@ class Client:
             headers={"Content-Type": "application/merge-patch+json"},
         )
 
-    async def delete(self, res: Resource, namespace: str | None, name: str) -> None:
+    async def delete(self, res: Resource, namespace: str | None, name: str) -> bool:
+        """Delete; False when it was already gone."""
         try:
             await self._call("DELETE", "DELETE", res, namespace, name)
         except ServerError as exc:
             if exc.response is None or exc.response.status_code != 404:
                 raise
+            return False
+        return True
 
     async def watch(
         self,

@@ -58,6 +58,17 @@ class Member:
     stamp: float = field(default=0.0)
 
 
+def forget_client(api: object) -> None:
+    """Drop a client from kr8s's cache, which is keyed by the kubeconfig path: a cluster that joins
+    later under the same name may be a different cluster with different credentials."""
+    from kr8s._api import Api  # private, like the cache itself
+
+    for cache in Api._instances.values():
+        for key, value in list(cache.items()):
+            if value is api:
+                del cache[key]
+
+
 class Fleet:
     def __init__(self, folder: Path, namespace: str) -> None:
         self.folder = folder
@@ -98,6 +109,7 @@ class Fleet:
         session = getattr(member.client.api, "_session", None)  # kr8s has no public close
         if session is not None:
             await session.aclose()
+        forget_client(member.client.api)
         self.queue.forget(lambda key: key.startswith(f"{name}|"))
         log(f"left {name}: watch stopped, cache dropped")
         for other in self.members.values():  # copies of the leaver's objects now have no source
@@ -157,8 +169,9 @@ class Fleet:
             have = target.cache.store.get(f"{ns}/{copy_name}")
             if source is None:
                 if have is not None:
-                    await target.client.delete(CONFIGMAPS, ns, copy_name)
-                    log(f"reconcile {key} -> {target.name}: deleted {ns}/{copy_name}")
+                    gone = await target.client.delete(CONFIGMAPS, ns, copy_name)
+                    log(f"reconcile {key} -> {target.name}: {'deleted' if gone else 'missed'} {ns}/{copy_name}"
+                        f" at {target.client.api.auth.server}")
                 continue
             data = source.get("data") or {}
             if have is None:

@@ -1,0 +1,51 @@
+"""Exercise: the API server itself refuses to move a Backup out of Succeeded or Failed."""
+
+import importlib.util
+import json
+import sys
+
+from krmcourse import CheckFailed, Lab
+
+RULE = {
+    "rule": "!has(oldSelf.phase) || !(oldSelf.phase in ['Succeeded', 'Failed']) "
+    "|| (has(self.phase) && self.phase == oldSelf.phase)",
+    "message": "a Backup that has Succeeded or Failed is final",
+}
+PATH = "/spec/versions/0/schema/openAPIV3Schema/properties/status/x-kubernetes-validations"
+
+
+def _probes(lab: Lab):
+    if "joblike_probes" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("joblike_probes", lab.path / "probes.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["joblike_probes"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["joblike_probes"]
+
+
+def check(lab: Lab) -> None:
+    """Ask the API server with a dry-run status patch on throw-away probe Backups."""
+    for move, refusal in _probes(lab).terminal_refusals(lab).items():
+        if refusal is None:
+            raise CheckFailed(
+                f"The API server accepted a status change {move}: a terminal phase can still be left."
+            )
+
+
+def solve(lab: Lab) -> None:
+    lab.kubectl(
+        "patch",
+        "crd",
+        "backups.joblike.krmcourse.dev",
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "add", "path": PATH, "value": [RULE]}]),
+    )
+    # The API server switches to the new schema asynchronously; wait until it enforces the rule.
+    lab.wait_until(
+        lambda: all(_probes(lab).terminal_refusals(lab).values()),
+        timeout=30,
+        interval=0.5,
+        message="the API server did not start enforcing the transition rule",
+    )

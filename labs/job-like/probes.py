@@ -1,0 +1,80 @@
+"""Probe Backups that ask the API server, not the controller, whether a rule is enforced.
+
+Used by the exercise checks and the notebook. A probe carries the label joblike.krmcourse.dev/probe,
+which the reference controller ignores, so it never starts a Job for one.
+"""
+
+from __future__ import annotations
+
+import json
+
+from krmcourse import Lab
+from krmcourse.errors import KubectlError
+
+BACKUPS = "backups.joblike.krmcourse.dev"
+NAMESPACE = "shop"
+
+
+def make_probe(lab: Lab, name: str, phase: str | None = None) -> None:
+    """A fresh probe Backup, optionally already moved to ``phase`` through the status subresource."""
+    lab.kubectl("delete", BACKUPS, name, "-n", NAMESPACE, "--ignore-not-found", "--wait=true")
+    lab.apply(
+        {
+            "apiVersion": "joblike.krmcourse.dev/v1",
+            "kind": "Backup",
+            "metadata": {
+                "name": name,
+                "namespace": NAMESPACE,
+                "labels": {"joblike.krmcourse.dev/probe": "true"},
+            },
+            "spec": {"database": "probe"},
+        }
+    )
+    if phase:
+        patch_status(lab, name, {"phase": phase})
+
+
+def patch_status(lab: Lab, name: str, status: dict, dry_run: bool = False) -> str | None:
+    """Patch a probe's status; returns None when accepted, or the API server's refusal."""
+    return _patch(lab, name, {"status": status}, "status", dry_run)
+
+
+def patch_spec(lab: Lab, name: str, spec: dict, dry_run: bool = True) -> str | None:
+    """Patch a probe's spec; returns None when accepted, or the API server's refusal."""
+    return _patch(lab, name, {"spec": spec}, None, dry_run)
+
+
+def _patch(lab: Lab, name: str, body: dict, subresource: str | None, dry_run: bool) -> str | None:
+    args = ["patch", BACKUPS, name, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(body)]
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    if dry_run:
+        args.append("--dry-run=server")
+    try:
+        lab.kubectl(*args)
+    except KubectlError as exc:
+        return exc.stderr.strip()
+    return None
+
+
+def remove_probe(lab: Lab, name: str) -> None:
+    lab.kubectl("delete", BACKUPS, name, "-n", NAMESPACE, "--ignore-not-found", "--wait=false")
+
+
+def terminal_refusals(lab: Lab) -> dict[str, str | None]:
+    """Try to move terminal probes out of their phase (dry run); what did the API server say?"""
+    answers: dict[str, str | None] = {}
+    for start, target in (("Succeeded", "Running"), ("Failed", "Succeeded")):
+        name = f"probe-{start.lower()}"
+        make_probe(lab, name, start)
+        answers[f"{start}->{target}"] = patch_status(lab, name, {"phase": target}, dry_run=True)
+        remove_probe(lab, name)
+    return answers
+
+
+def spec_refusal(lab: Lab) -> str | None:
+    """Try to change a probe's requested database (dry run); None means the change was accepted."""
+    make_probe(lab, "probe-spec")
+    answer = patch_spec(lab, "probe-spec", {"database": "something-else"})
+    remove_probe(lab, "probe-spec")
+    return answer

@@ -1,0 +1,108 @@
+"""The composite lab: the WebApp controller converges after a crash, adopts only with consent, and
+composes a provisioner-style Bucket that the provisioner turns into a cloud bucket.
+
+Everything runs against a real lab cluster: the garbage collector, the ReplicaSet controller, the
+scheduler and kwok's simulated nodes are all real, so "Ready" below means pods are available.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from krmcourse import Lab
+
+LABS = Path(__file__).resolve().parent.parent / "labs"
+sys.path.insert(0, str(LABS / "composite"))
+
+import composite_support as comp  # noqa: E402
+
+WEBAPP = "web.krmcourse.dev/v1alpha1"
+
+
+@pytest.mark.parametrize("manifest", ["10-bucket-crd.yaml", "20-provisioner-rbac.yaml"])
+def test_provisioner_manifests_are_exact_copies(manifest: str) -> None:
+    """The composite lab carries the provisioner lab's CRD and RBAC; they must not drift apart."""
+    original = (LABS / "provisioner" / "manifests" / manifest).read_text()
+    assert (LABS / "composite" / "manifests" / manifest).read_text() == original
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    lab = Lab("composite", instance="tests").up()
+    yield lab
+    comp.provisioner_lab().stop_all(lab)
+    lab.down()
+
+
+def _webapp(name: str, **spec: object) -> dict:
+    return {"apiVersion": WEBAPP, "kind": "WebApp", "metadata": {"name": name, "namespace": comp.TEAM},
+            "spec": spec}
+
+
+def _owned_kinds(lab: Lab, name: str) -> list[str]:
+    return sorted(o["kind"] for o in comp.children(lab, name))
+
+
+@pytest.mark.cluster
+def test_webapp_controller_converges_after_sigkill_mid_work(lab: Lab) -> None:
+    controller = comp.start_controller(lab)
+    lab.apply([_webapp("k1"), _webapp("k2", replicas=1)])
+    lab.wait_until(lambda: lab.get("deployment", "k1", namespace=comp.TEAM), timeout=60,
+                   message="the controller never started on k1")
+    controller.kill()  # mid-work: children exist, rollouts are going on, status is behind
+    assert not controller.alive
+    lab.delete("service", "k1", namespace=comp.TEAM)
+    lab.kubectl("patch", "webapp", "k2", "-n", comp.TEAM, "--type=merge", "-p", '{"spec": {"replicas": 3}}')
+    lab.apply(_webapp("k3", message="made while the controller was down"))
+    controller.restart()
+    for name, replicas in (("k1", 2), ("k2", 3), ("k3", 2)):
+        app = comp.wait_ready(lab, name, timeout=90)
+        assert app["status"]["availableReplicas"] == replicas
+        assert _owned_kinds(lab, name) == ["ConfigMap", "Deployment", "Service"]
+    assert lab.get("configmap", "k3-config", namespace=comp.TEAM)["data"]["MESSAGE"].startswith("made while")
+
+
+@pytest.mark.cluster
+def test_adoption_needs_consent_and_garbage_collection_follows_owners(lab: Lab) -> None:
+    comp.start_controller(lab)
+    lab.apply({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "taken-config", "namespace": comp.TEAM}, "data": {"x": "1"}})
+    lab.apply(_webapp("taken"))
+    app = comp.wait_reason(lab, "taken", "ChildConflict")
+    assert "ConfigMap taken-config already exists" in comp.ready(app)["message"]
+    assert comp.controller_of(lab.get("configmap", "taken-config", namespace=comp.TEAM)) is None
+    lab.kubectl("label", "configmap", "taken-config", "-n", comp.TEAM, "app.kubernetes.io/part-of=taken")
+    app = comp.wait_ready(lab, "taken", timeout=90)
+    adopted = lab.get("configmap", "taken-config", namespace=comp.TEAM)
+    assert comp.controller_of(adopted)["uid"] == app["metadata"]["uid"]
+    lab.delete("webapp", "taken", namespace=comp.TEAM)
+    lab.wait_until(lambda: all(lab.get(k, n, namespace=comp.TEAM) is None for k, n in
+                               [("deployment", "taken"), ("service", "taken"), ("configmap", "taken-config")]),
+                   timeout=60, message="the garbage collector left children of taken behind")
+
+
+@pytest.mark.cluster
+def test_webapp_composes_a_bucket_that_the_provisioner_makes(lab: Lab) -> None:
+    prov = comp.provisioner_lab()
+    cloud = prov.start_cloud(lab)
+    prov.start_provisioner(lab)
+    comp.start_controller(lab)
+    lab.apply(_webapp("store", bucket={"enabled": True, "storageClass": "NEARLINE"}))
+    app = comp.wait_ready(lab, "store", timeout=90)
+    bucket = lab.get("bucket", "store-assets", namespace=comp.TEAM)
+    assert comp.controller_of(bucket)["uid"] == app["metadata"]["uid"]
+    assert cloud.get_bucket("web-store-assets")["storageClass"] == "NEARLINE"
+    assert app["status"]["bucketURL"] == bucket["status"]["url"]
+    config = lab.get("configmap", "store-config", namespace=comp.TEAM)["data"]
+    assert config["BUCKET_URL"] == bucket["status"]["url"]
+    # Turning the bucket off removes the Bucket, and the provisioner's finalizer removes the cloud bucket.
+    lab.kubectl("patch", "webapp", "store", "-n", comp.TEAM, "--type=merge",
+                "-p", '{"spec": {"bucket": {"enabled": false}}}')
+    lab.wait_until(lambda: lab.get("bucket", "store-assets", namespace=comp.TEAM) is None, timeout=60,
+                   message="the unwanted Bucket was never deleted")
+    assert cloud.get_bucket("web-store-assets") is None
+    assert comp.wait_ready(lab, "store")["status"]["bucketURL"] == ""

@@ -1,0 +1,98 @@
+"""KP4 on a real cluster: a Backup's terminal phase survives late events, restarts, SIGKILL and clients.
+
+The cluster runs with labs/job-like/kwok-stages.yaml, so the Jobs' pods succeed or fail on cue.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from krmcourse import Lab
+from krmcourse.errors import KubectlError
+
+pytestmark = pytest.mark.cluster
+LAB = Path(__file__).resolve().parent.parent / "labs" / "job-like"
+sys.path.insert(0, str(LAB))
+
+import joblab  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    lab = Lab("job-like", instance="kp-test").up()
+    yield lab
+    lab.down()
+
+
+@pytest.fixture
+def controller(lab: Lab) -> Iterator:
+    ctl = lab.run_controller(
+        LAB / "controllers" / "backup_controller.py",
+        kubeconfig=lab.kubeconfig_for("backup-controller", "joblike-system"),
+    )
+    ctl.wait_for_log("first pass done", timeout=60)
+    yield ctl
+    ctl.stop()
+
+
+def test_stages_make_job_pods_fail_on_cue(lab: Lab) -> None:
+    assert joblab.job_finishing_on_cue(lab, "t-ok", "Succeeded") == "Complete"
+    assert joblab.job_finishing_on_cue(lab, "t-bad", "Failed") == "Failed"
+
+
+def test_terminal_phases_survive_late_events_and_restarts(lab: Lab, controller) -> None:
+    joblab.backup(lab, "t-good", "Succeeded", after="1s")
+    joblab.backup(lab, "t-fail", "Failed", after="1s")
+    lab.wait_until(
+        lambda: (joblab.phase(lab, "t-good"), joblab.phase(lab, "t-fail")) == ("Succeeded", "Failed"),
+        timeout=60,
+        message="the backups did not finish",
+    )
+    before = {n: joblab.get(lab, n)["metadata"]["resourceVersion"] for n in ("t-good", "t-fail")}
+    for name in ("t-good", "t-fail"):  # late event: the Jobs vanish after the fact
+        lab.delete("job", f"backup-{name}", namespace="shop")
+    controller.restart()
+    controller.wait_for_log("first pass done", timeout=60)
+    time.sleep(2)
+    assert {n: joblab.get(lab, n)["metadata"]["resourceVersion"] for n in before} == before
+    assert lab.get("job", "backup-t-good", namespace="shop") is None  # not started again
+
+
+def test_controller_killed_mid_backup_converges_once(lab: Lab, controller) -> None:
+    joblab.backup(lab, "t-killed", "Succeeded", after="3s")
+    lab.wait_until(lambda: joblab.phase(lab, "t-killed") == "Running", timeout=30, message="never started")
+    controller.kill()
+    time.sleep(4)
+    controller.restart()
+    lab.wait_until(
+        lambda: joblab.phase(lab, "t-killed") == "Succeeded", timeout=60, message="did not converge"
+    )
+    jobs = lab.kubectl(
+        "get", "jobs", "-n", "shop", "-l", "joblike.krmcourse.dev/backup=t-killed", "-o", "name"
+    )
+    assert jobs.split() == ["job.batch/backup-t-killed"]
+
+
+def test_api_server_refuses_to_leave_terminal_once_the_rule_is_in(lab: Lab) -> None:
+    joblab.backup(lab, "t-client", "Succeeded", after="1s")
+    patch = [
+        "patch",
+        "backups.joblike.krmcourse.dev",
+        "t-client",
+        "-n",
+        "shop",
+        "--subresource=status",
+        "--type=merge",
+    ]
+    lab.kubectl(*patch, "-p", json.dumps({"status": {"phase": "Succeeded"}}))
+    lab.kubectl(*patch, "-p", json.dumps({"status": {"phase": "Running"}}), "--dry-run=server")  # no rule yet
+    lab.solve("terminal-is-final")
+    with pytest.raises(KubectlError, match="final"):
+        lab.kubectl(*patch, "-p", json.dumps({"status": {"phase": "Running"}}))
+    assert joblab.phase(lab, "t-client") == "Succeeded"
