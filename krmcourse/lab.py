@@ -317,9 +317,15 @@ class Lab:
             text = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(source)})
         return self.kubectl(*args, "-f", "-", input=text)
 
-    def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
-        """The object as a dict, or None when it does not exist."""
+    def get(self, kind: str, name: str, namespace: str | None = None,
+            show_managed_fields: bool = False) -> dict | None:
+        """The object as a dict, or None when it does not exist.
+
+        kubectl hides ``metadata.managedFields`` unless asked; ``show_managed_fields=True`` keeps them.
+        """
         args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
+        if show_managed_fields:
+            args.append("--show-managed-fields")
         try:
             return json.loads(self.kubectl(*args))
         except KubectlError as exc:

@@ -94,8 +94,7 @@ def test_server_side_apply_tracks_field_managers(sandbox, namespace):
     assert "conflict" in conflict.value.stderr.lower() and "alice" in conflict.value.stderr
     sandbox.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=bob", "-f", "-",
                     input=json.dumps(other))
-    live = json.loads(sandbox.kubectl("get", "configmap", "shared", "-n", namespace, "-o", "json",
-                                      "--show-managed-fields"))
+    live = sandbox.get("configmap", "shared", namespace, show_managed_fields=True)
     managers = {m["manager"] for m in live["metadata"]["managedFields"]}
     assert "bob" in managers
 

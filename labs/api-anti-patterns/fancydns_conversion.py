@@ -10,15 +10,12 @@ The steps are the ones a real operator release goes through:
 
 from __future__ import annotations
 
-import atexit
 import base64
 import copy
 import datetime
 import ipaddress
 import json
-import shutil
 import socket
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,8 +102,10 @@ def make_certificates(directory: Path) -> tuple[bytes, Path, Path]:
 
 def start_webhook(lab: Lab) -> Webhook:
     """Start the webhook as a process the lab stops on down()."""
-    directory = Path(tempfile.mkdtemp(prefix="fancydns-webhook-"))
-    atexit.register(shutil.rmtree, directory, True)
+    # The lab's own state folder: down() removes it, so no key outlives the cluster.
+    directory = lab.home / "conversion-webhook"
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
     ca_pem, cert, key = make_certificates(directory)
     port = _free_port()
     process = lab.run_controller(

@@ -218,7 +218,7 @@ class Watch:
                 for line in response.iter_lines():
                     if line.strip():
                         self.events.append(json.loads(line))
-        except (httpx.HTTPError, RuntimeError, ValueError) as exc:
+        except (httpx.HTTPError, OSError, RuntimeError, ValueError) as exc:
             if not self._stopping:
                 self.error = f"{type(exc).__name__}: {exc}"
 
@@ -260,6 +260,9 @@ class Watch:
     def stop(self) -> None:
         """Shut the socket down, which wakes the thread's blocked read, then wait for the thread."""
         self._stopping = True
+        deadline = time.monotonic() + 5
+        while self._socket is None and self.running and time.monotonic() < deadline:
+            time.sleep(0.02)  # stopped right after start: wait until the request is on the wire
         if self._socket is not None:
             try:
                 self._socket.shutdown(socket.SHUT_RDWR)
