@@ -258,7 +258,11 @@ class Watch:
         return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
-        """Shut the socket down, which wakes the thread's blocked read, then wait for the thread."""
+        """Shut the socket down, which wakes the thread's blocked read, then wait for the thread.
+
+        An API server answers a watch at once, so the socket is known by then. Should a server never
+        answer, the daemon thread lingers until the server's ``timeoutSeconds`` closes the stream.
+        """
         self._stopping = True
         deadline = time.monotonic() + 5
         while self._socket is None and self.running and time.monotonic() < deadline:
