@@ -184,6 +184,10 @@ class Lab:
             self.wait_until(lambda: self.get("serviceaccount", "default", namespace="default"),
                             timeout=timeout, interval=0.1,
                             message="the default ServiceAccount was never created")
+            # A component can die without the API noticing (say, the scheduler losing a port race):
+            # ready means every process is still running, too.
+            if not all(self.provider.health(self.cluster).values()):
+                raise TimeoutError("a component stopped while the cluster started")
         except (TimeoutError, KubectlError) as exc:
             down = [c for c, ok in self.provider.health(self.cluster).items() if not ok]
             detail = "".join(self._log_tail(c) for c in down[:2])

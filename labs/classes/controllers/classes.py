@@ -4,7 +4,7 @@ Used by the enforcer webhook (copy at creation), the live controller, and the ex
 all three apply the same rules to the real objects:
   * spec.className names the class; when it is empty, the default class is used.
   * The default class is the one annotated classes.krmcourse.dev/is-default-class: "true". If several
-    are, the newest wins, as Kubernetes does for StorageClass since 1.28.
+    are, the newest wins, as current Kubernetes does for StorageClass.
   * A field set in the Cache's spec wins over the class's value.
 """
 
