@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 
-_OWN_HOME = "KRMCOURSE_HOME" not in os.environ
+# Each test process (and each pytest-xdist worker) gets its own state folder, so clusters of the same
+# lab started by a notebook and by a test in parallel never meet. Set KRMCOURSE_HOME to opt out.
+_OWN_HOME = "KRMCOURSE_HOME" not in os.environ or "_KRMCOURSE_TEST_HOME" in os.environ
 if _OWN_HOME:
-    os.environ["KRMCOURSE_HOME"] = tempfile.mkdtemp(prefix="krmcourse-test-")
+    _worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    os.environ["KRMCOURSE_HOME"] = tempfile.mkdtemp(prefix=f"krmcourse-test-{_worker}-")
+    os.environ["_KRMCOURSE_TEST_HOME"] = "1"
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -85,6 +85,14 @@ def crd(lab: Lab) -> dict[str, Any]:
     return json.loads(lab.kubectl("get", "crd", CRD, "-o", "json"))
 
 
+def version_index(lab: Lab, version: str) -> int:
+    """Position of ``version`` in the CRD's version list; a clear error names the ones that exist."""
+    names = [v["name"] for v in crd(lab)["spec"]["versions"]]
+    if version not in names:
+        raise ValueError(f"The Cache CRD has no version {version!r}; it has {', '.join(names)}.")
+    return names.index(version)
+
+
 def patch_crd(lab: Lab, ops: list[dict[str, Any]]) -> None:
     """Apply a JSON patch to the CRD, so that only the named parts change and nothing else is lost."""
     lab.kubectl("patch", "crd", CRD, "--type=json", "-p", json.dumps(ops))
@@ -138,8 +146,10 @@ def add_storage_version(lab: Lab, new: str = "v2", old: str = "v1") -> None:
     With no conversion webhook (strategy None) the API server converts by rewriting apiVersion only,
     which is right exactly when both versions share one schema.
     """
+    index = version_index(lab, old)
     versions = crd(lab)["spec"]["versions"]
-    index = next(i for i, v in enumerate(versions) if v["name"] == old)
+    if any(v["name"] == new for v in versions):
+        return  # already done: running the cell twice changes nothing
     added = copy.deepcopy(versions[index]) | {"name": new, "storage": True}
     added.pop("deprecated", None)
     added.pop("deprecationWarning", None)
@@ -216,7 +226,7 @@ def printer_columns(lab: Lab) -> dict[str, list[str]]:
 
 def spec_fields(lab: Lab, version: str = "v1") -> list[dict[str, Any]]:
     """One row per field of ``spec`` in a version's schema: type and the constraints declared on it."""
-    served = next(v for v in crd(lab)["spec"]["versions"] if v["name"] == version)
+    served = crd(lab)["spec"]["versions"][version_index(lab, version)]
     spec = served["schema"]["openAPIV3Schema"]["properties"]["spec"]
     rows = []
     for name, field in spec["properties"].items():

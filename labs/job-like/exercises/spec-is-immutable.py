@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import sys
+from types import ModuleType
 
 from krmcourse import CheckFailed, Lab
 
@@ -13,7 +14,7 @@ RULE = {
 PATH = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations"
 
 
-def _probes(lab: Lab):
+def _probes(lab: Lab) -> ModuleType:
     if "joblike_probes" not in sys.modules:
         spec = importlib.util.spec_from_file_location("joblike_probes", lab.path / "probes.py")
         assert spec and spec.loader

@@ -3,11 +3,12 @@
 import importlib.util
 import json
 import sys
+from types import ModuleType
 
 from krmcourse import CheckFailed, Lab
 
 
-def _rules(lab: Lab):
+def _rules(lab: Lab) -> ModuleType:
     name = "refs_rules_for_checks"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, lab.path / "controllers" / "references.py")
