@@ -112,7 +112,9 @@ def cmd_kubectl(args: argparse.Namespace) -> int:
     lab = _lab(args)
     from .kubectl import kubectl_binary
 
-    return subprocess.call([str(kubectl_binary()), "--kubeconfig", str(lab.kubeconfig), *args.args])
+    cache = lab.kubeconfig.parent / ".kubectl-cache"
+    return subprocess.call([str(kubectl_binary()), "--kubeconfig", str(lab.kubeconfig), f"--cache-dir={cache}",
+                            *args.args])
 
 
 def cmd_exercises(args: argparse.Namespace) -> int:
@@ -166,6 +168,12 @@ def cmd_toolchain(args: argparse.Namespace) -> int:
         for name, version, built, folder in toolchain.describe():
             print(f"{name:<12} {version:<10} {'built' if built else 'not built':<10} {folder}")
     return 0
+
+
+def cmd_dataset(args: argparse.Namespace) -> int:
+    from .ecosystem import rebuild
+
+    return rebuild.main(args.args)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -226,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["install", "status"])
     p.add_argument("--force", action="store_true", help="rebuild even if built")
     p.set_defaults(fn=cmd_toolchain)
+    p = sub.add_parser("dataset", help="rebuild the ecosystem tables in datasets/ (--check: compare only)")
+    p.add_argument("action", choices=["rebuild"])
+    p.add_argument("args", nargs=argparse.REMAINDER, help="passed to the rebuild, e.g. --check")
+    p.set_defaults(fn=cmd_dataset)
     p = sub.add_parser("start", help="build what is missing, bring up the first lab, open JupyterLab")
     p.add_argument("--no-browser-lab", action="store_true", help="stop before starting JupyterLab")
     p.set_defaults(fn=cmd_start)

@@ -25,8 +25,13 @@ def kubectl_binary() -> Path:
 
 def run(kubeconfig: Path, args: list[str], input: str | None = None, check: bool = True,
         timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run kubectl against one kubeconfig only, never the user's default one."""
-    cmd = [str(kubectl_binary()), "--kubeconfig", str(kubeconfig), *args]
+    """Run kubectl against one kubeconfig only, never the user's default one.
+
+    kubectl caches API discovery under ``~/.kube/cache`` keyed by host and port; lab clusters reuse
+    ports, so each cluster gets its own cache beside its kubeconfig instead.
+    """
+    cache = Path(kubeconfig).parent / ".kubectl-cache"
+    cmd = [str(kubectl_binary()), "--kubeconfig", str(kubeconfig), f"--cache-dir={cache}", *args]
     done = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
     if check and done.returncode != 0:

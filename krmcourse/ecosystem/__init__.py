@@ -23,6 +23,7 @@ from krmcourse.ecosystem.loading import (
     load_kinds,
     load_label,
     load_provenance,
+    load_releases,
     species,
     version_rank,
 )
@@ -36,6 +37,6 @@ __all__ = [
     "crd_rows", "kinds_per_domain",
     "crd_species", "datasets_dir", "detect_pairs", "explorer", "filter_kinds", "has_feature",
     "kinds_frame", "kinds_per_group", "kinds_per_year", "live_kinds", "load_builtin", "load_kinds",
-    "load_label", "load_provenance", "pair_key", "plots", "precision", "schema_features", "species",
+    "load_label", "load_provenance", "load_releases", "pair_key", "plots", "precision", "schema_features", "species",
     "version_rank",
 ]

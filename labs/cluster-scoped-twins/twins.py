@@ -1,13 +1,11 @@
-"""Notebook helpers for the twins lab: act as a team or admin identity, and load the lab's logic."""
+"""Notebook helpers for the twins lab: act as a team or admin identity, and find twin pairs in discovery."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from krmcourse import Lab
 
@@ -26,18 +24,6 @@ def kubectl_as(lab: Lab, serviceaccount: str, namespace: str, *args: str, input:
         [kubectl, "--kubeconfig", str(config), *args], input=input, text=True, capture_output=True, timeout=60
     )
     return (done.stdout + done.stderr).strip()
-
-
-def load(lab: Lab, module: str) -> ModuleType:
-    """Import a module from the lab's controllers/ folder (the same code the controller runs)."""
-    path = lab.path / "controllers" / f"{module}.py"
-    spec = importlib.util.spec_from_file_location(f"{lab.name.replace('-', '_')}_{module}", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses and pickling look modules up here
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def can_i(lab: Lab, serviceaccount: str, namespace: str, verb: str, resource: str, where: str | None) -> bool:
