@@ -20,7 +20,8 @@ from typing import Any
 
 import kr8s
 from kr8s.objects import APIObject, new_class
-from loop import log, objects, raw, run
+
+from krmcourse.passloop import log, objects, raw, run
 
 DATABASES = "databases.claims.krmcourse.dev"
 CLAIMS = "databaseclaims.claims.krmcourse.dev"
@@ -153,4 +154,4 @@ def reconcile_all(api: kr8s.Api) -> None:
 
 
 if __name__ == "__main__":
-    run("binder", reconcile_all)
+    run("binder", reconcile_all, watch=[DATABASES, CLAIMS])

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import kr8s
 from classes import class_for, effective
-from loop import condition, log, merge_conditions, objects, put_status, raw, run, same_status
+
+from krmcourse.passloop import condition, log, merge_conditions, objects, put_status, raw, run, same_status
 
 
 def reconcile_all(api: kr8s.Api) -> None:
@@ -43,4 +44,8 @@ def reconcile_all(api: kr8s.Api) -> None:
 
 
 if __name__ == "__main__":
-    run("cache-controller", reconcile_all)
+    run(
+        "cache-controller",
+        reconcile_all,
+        watch=["cacheclasses.classes.krmcourse.dev", "caches.classes.krmcourse.dev"],
+    )

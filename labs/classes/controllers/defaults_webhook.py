@@ -20,8 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from classes import class_for, defaults_patch
-from loop import connect, log, raw
 
+from krmcourse.passloop import connect, log, raw
 from krmcourse.webhooks import WebhookError, admission_response, parse_review
 
 CLASSES = "cacheclasses.classes.krmcourse.dev"

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import kr8s
-from loop import condition, log, merge_conditions, objects, put_status, raw, run, same_status
 from resolution import resolve
+
+from krmcourse.passloop import condition, log, merge_conditions, objects, put_status, raw, run, same_status
 
 
 def reconcile_all(api: kr8s.Api) -> None:
@@ -40,4 +41,12 @@ def reconcile_all(api: kr8s.Api) -> None:
 
 
 if __name__ == "__main__":
-    run("policy-controller", reconcile_all)
+    run(
+        "policy-controller",
+        reconcile_all,
+        watch=[
+            "apps.twins.krmcourse.dev",
+            "imagepolicies.twins.krmcourse.dev",
+            "clusterimagepolicies.twins.krmcourse.dev",
+        ],
+    )

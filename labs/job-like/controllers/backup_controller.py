@@ -17,7 +17,8 @@ from typing import Any
 
 import kr8s
 from kr8s.objects import APIObject, Job
-from loop import condition, log, merge_conditions, objects, put_status, raw, run
+
+from krmcourse.passloop import condition, log, merge_conditions, objects, put_status, raw, run
 
 BACKUPS = "backups.joblike.krmcourse.dev"
 TERMINAL = ("Succeeded", "Failed")
@@ -168,4 +169,5 @@ def reconcile_all(api: kr8s.Api) -> None:
 
 
 if __name__ == "__main__":
-    run("backup-controller", reconcile_all)
+    # Jobs are watched too: a Job finishing is what moves a Backup on, and nothing else would wake us.
+    run("backup-controller", reconcile_all, watch=[BACKUPS, "jobs.batch"])

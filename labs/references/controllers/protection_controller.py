@@ -11,8 +11,9 @@
 from __future__ import annotations
 
 import kr8s
-from loop import condition, log, merge_conditions, objects, put_status, raw, run, same_status
 from references import FINALIZER, resolution, users
+
+from krmcourse.passloop import condition, log, merge_conditions, objects, put_status, raw, run, same_status
 
 
 def reconcile_all(api: kr8s.Api) -> None:
@@ -56,4 +57,4 @@ def reconcile_all(api: kr8s.Api) -> None:
 
 
 if __name__ == "__main__":
-    run("protector", reconcile_all)
+    run("protector", reconcile_all, watch=["buckets.refs.krmcourse.dev", "websites.refs.krmcourse.dev"])
