@@ -143,8 +143,11 @@ def test_a_port_in_use_is_a_clear_error_and_starts_nothing():
 
 
 def test_an_interrupted_up_leaves_no_orphan_process():
+    # Python turns SIGINT into KeyboardInterrupt only when it did not start with SIGINT ignored, and test
+    # runners' workers may ignore it: give the child the default disposition, as a terminal would.
     proc = subprocess.Popen([*CLI, "up", "sandbox", "--instance", "interrupted"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     folder = state_dir() / "kwok" / "clusters" / "krm-sandbox-interrupted"
     deadline = time.monotonic() + 30
     while not (folder / "pids").is_dir() and time.monotonic() < deadline:

@@ -109,7 +109,10 @@ class KwokProvider(Provider):
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         kubectl_dir = str(kubectl_binary().parent)
-        env.update(KWOK_WORKDIR=str(self.workdir), PATH=f"{kubectl_dir}{os.pathsep}{env.get('PATH', '')}")
+        # kwokctl polls the API with kubectl, which would cache discovery in ~/.kube/cache: keep that, and
+        # anything else kwokctl might put in a home folder, inside krmcourse's own state.
+        env.update(KWOK_WORKDIR=str(self.workdir), PATH=f"{kubectl_dir}{os.pathsep}{env.get('PATH', '')}",
+                   HOME=str(self.workdir), KUBECACHEDIR=str(self.workdir / "kubectl-cache"))
         return env
 
     def _kwokctl(self, cluster: str, *args: str, config: Path | None = None,
