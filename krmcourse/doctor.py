@@ -34,7 +34,8 @@ def leaked_processes() -> list[psutil.Process]:
     leaked = []
     for proc in psutil.process_iter(["pid", "exe", "cmdline"]):
         try:
-            exe = proc.info["exe"] or ""
+            # kwokctl links the binaries into each cluster's bin/ and starts them by that path.
+            exe = (proc.info["cmdline"] or [""])[0]
             if exe.startswith(str(clusters) + "/"):
                 cluster = Path(exe).relative_to(clusters).parts[0]
                 if not (clusters / cluster / "kubeconfig.yaml").exists():
@@ -86,8 +87,13 @@ def examine() -> list[Finding]:
         out.append(Finding(True, f"{len(failed)} failed start(s) left their component logs in "
                                  f"{state_dir() / 'failed'} ('doctor --fix' removes them)"))
     for proc in leaked_processes():
-        out.append(Finding(False, f"leaked process {proc.pid}: {' '.join(proc.cmdline()[:3])[:100]}",
-                           "'krmcourse doctor --fix' stops it."))
+        try:
+            ports = sorted({c.laddr.port for c in proc.net_connections(kind="inet") if c.status == "LISTEN"})
+            what = f"leaked process {proc.pid}: {' '.join(proc.cmdline()[:3])[:100]}"
+        except psutil.Error:
+            continue
+        held = f", holding port(s) {', '.join(map(str, ports))}" if ports else ""
+        out.append(Finding(False, what + held, "'krmcourse doctor --fix' stops it."))
     return out
 
 
