@@ -390,6 +390,16 @@ class Lab:
         return private_file(self.home / "identities" / f"{namespace}.{serviceaccount}.kubeconfig",
                             yaml.safe_dump(config))
 
+    def kubectl_as(self, serviceaccount: str, namespace: str, *args: str, input: str | None = None) -> str:
+        """Run kubectl with a ServiceAccount's own token; return what it printed, refusals included.
+
+        A real token, not impersonation (``--as``), shows exactly what that identity meets at the API
+        server, as a team's CI job or a controller would.
+        """
+        config = self.kubeconfig_for(serviceaccount, namespace)
+        done = kubectl.run(config, list(args), input=input, check=False, timeout=60)
+        return (done.stdout + done.stderr).strip()
+
     # ----------------------------------------------------------------- processes
     def _process(self, name: str, argv: list[str], env: dict[str, str] | None,
                  kubeconfig: Path | None, cwd: Path | None) -> ManagedProcess:

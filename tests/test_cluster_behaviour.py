@@ -132,10 +132,8 @@ def test_rbac_denies_a_serviceaccount_without_permission(sandbox, namespace):
     sandbox.kubectl("create", "serviceaccount", "nobody", "-n", namespace)
     config = sandbox.kubeconfig_for("nobody", namespace)
     assert oct(config.stat().st_mode & 0o777) == "0o600"
-    denied = subprocess.run([*_kubectl(sandbox, config), "get", "secrets", "-n", namespace],
-                            capture_output=True, text=True)
-    assert denied.returncode != 0
-    assert "forbidden" in denied.stderr and f"system:serviceaccount:{namespace}:nobody" in denied.stderr
+    denied = sandbox.kubectl_as("nobody", namespace, "get", "secrets", "-n", namespace)
+    assert "forbidden" in denied and f"system:serviceaccount:{namespace}:nobody" in denied
 
 
 def test_audit_log_records_requests(sandbox, namespace):
@@ -150,7 +148,8 @@ def test_audit_log_records_requests(sandbox, namespace):
     sandbox.wait_until(found, timeout=20, message="no audit record of the create")
 
 
-def _kubectl(lab, kubeconfig=None) -> list[str]:
+def _kubectl(lab) -> list[str]:
     from krmcourse.kubectl import kubectl_binary
 
-    return [str(kubectl_binary()), "--kubeconfig", str(kubeconfig or lab.kubeconfig)]
+    return [str(kubectl_binary()), "--kubeconfig", str(lab.kubeconfig),
+            f"--cache-dir={lab.kubeconfig.parent / '.kubectl-cache'}"]

@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 from krmcourse import Lab
 
 
 def kubectl_as(lab: Lab, serviceaccount: str, namespace: str, *args: str, input: str | None = None) -> str:
-    """Run kubectl with a ServiceAccount's own token, and return stdout, or the server's refusal.
-
-    Why not impersonation (--as): a real token shows exactly what that identity meets at the API
-    server, the way a team's CI job or kubectl session would.
-    """
-    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
-    if kubectl is None:
-        raise FileNotFoundError("kubectl is not on PATH; install the course with its [test] extras.")
-    config = lab.kubeconfig_for(serviceaccount, namespace)
-    done = subprocess.run(
-        [kubectl, "--kubeconfig", str(config), *args], input=input, text=True, capture_output=True, timeout=60
-    )
-    return (done.stdout + done.stderr).strip()
+    """kubectl with a ServiceAccount's own token: stdout, or the server's refusal (see Lab.kubectl_as)."""
+    return lab.kubectl_as(serviceaccount, namespace, *args, input=input)
 
 
 def can_i(lab: Lab, serviceaccount: str, namespace: str, verb: str, resource: str, where: str | None) -> bool:
