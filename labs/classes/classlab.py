@@ -63,6 +63,8 @@ class Enforcer:
         ):
             if lab.get(resource, name) is not None:
                 lab.delete(resource, name)
+        lab.wait_until(lambda: not copies_defaults(lab), timeout=30, interval=0.5,
+                       message=f"the API server still applies the {self.kind} after it was deleted")
         if self.process is not None:
             self.process.stop()
 
@@ -93,20 +95,25 @@ def start_enforcer(lab: Lab, webhook: bool | None = None) -> Enforcer:
         wait_for_port(port)
         lab.apply(webhook_configuration(port, tls.ca_bundle))
         enforcer = Enforcer("MutatingWebhookConfiguration", proc)
-    # The API server picks up new admission configuration asynchronously: probe with a dry run.
-    probe = (
-        "apiVersion: classes.krmcourse.dev/v1\nkind: Cache\nmetadata: {name: probe, namespace: shop-copy}\n"
-    )
     lab.wait_until(
-        lambda: (
-            "className"
-            in lab.kubectl("create", "--dry-run=server", "-o", "yaml", "-f", "-", input=probe, check=False)
-        ),
+        lambda: copies_defaults(lab),
         timeout=30,
         interval=0.5,
         message=f"the {enforcer.kind} never started copying defaults",
     )
     return enforcer
+
+
+def copies_defaults(lab: Lab) -> bool:
+    """Whether a new Cache in shop-copy gets class values now, by a dry run that stores nothing.
+
+    The API server picks up admission configuration asynchronously, after it is created or deleted.
+    """
+    probe = (
+        "apiVersion: classes.krmcourse.dev/v1\nkind: Cache\nmetadata: {name: probe, namespace: shop-copy}\n"
+    )
+    out = lab.kubectl("create", "--dry-run=server", "-o", "yaml", "-f", "-", input=probe, check=False)
+    return "className" in out
 
 
 def cache(lab: Lab, namespace: str, name: str) -> dict[str, Any]:

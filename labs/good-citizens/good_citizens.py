@@ -198,6 +198,12 @@ def compare_shared_cache(lab: Any, rest: RestClient, n: int = 20, changes: int =
                 start_widgets(lab, run, *flags, name=f"widgetctl-{run}-{i}")
                 for i, flags in enumerate(processes)
             ]
+            # Count only once every process has opened its watch; a loaded machine can be slow to.
+            want = before + len(processes)
+            lab.wait_until(
+                lambda want=want: apiload.open_watches(lab, "widgets")["widgets"] >= want,
+                timeout=30, interval=0.2, message="the controllers never opened their watches",
+            )
             change_sizes(rest, names, changes, 0.3)
             settle(lab, rest, run, quiet=0.5)
             watching = load.sample_watches(lab)["widgets"] - before
