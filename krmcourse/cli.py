@@ -183,8 +183,12 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.no_browser_lab:
         return 0
     notebooks = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "notebooks")
-    return subprocess.call([sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebooks}",
-                            "--ServerApp.ip=127.0.0.1"])
+    argv = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebooks}", "--ServerApp.ip=127.0.0.1"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        # JupyterLab refuses to run as root unless told; containers and CI machines often are root.
+        _say("Running as root: starting JupyterLab with --allow-root.")
+        argv.append("--allow-root")
+    return subprocess.call(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
