@@ -189,6 +189,11 @@ def compare_shared_cache(lab: Any, rest: RestClient, n: int = 20, changes: int =
         "two processes": [["--loops", "configmap"], ["--loops", "tally"]],
         "one shared cache": [["--loops", "configmap,tally"]],
     }
+    # kube-controller-manager's garbage collector finds new CRDs by polling discovery every 30 s, then
+    # opens a watch of its own on them. Wait for that watch first, or it may land inside one variant's
+    # window and be counted as that variant's.
+    lab.wait_until(lambda: apiload.open_watches(lab, "widgets")["widgets"] >= 1, timeout=90, interval=1,
+                   message="kube-controller-manager never started watching widgets")
     for variant, processes in layouts.items():
         run = run_id("g2-" + variant.split()[0])
         names = make_widgets(rest, run, n)
