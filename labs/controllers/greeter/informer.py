@@ -67,6 +67,9 @@ class Informer:
         while True:
             try:
                 resource_version = await self.relist()
+                if self._dropped_for is not None:  # the drop came while no watch was open
+                    await self._stay_disconnected()
+                    continue
                 self._watch_task = asyncio.create_task(self.watch(resource_version))
                 started = time.monotonic()
                 await self._watch_task
@@ -80,19 +83,23 @@ class Informer:
             except asyncio.CancelledError:
                 if self._dropped_for is None:
                     raise  # the informer itself is being stopped
-                outage, self._dropped_for = self._dropped_for, None
-                self.log.info("%s: watch dropped; staying disconnected for %.1fs", self.resource.plural, outage)
-                await asyncio.sleep(outage)
-                self.log.info("%s: reconnecting: re-listing", self.resource.plural)
+                await self._stay_disconnected()
             except (kr8s.ServerError, httpx.HTTPError, kr8s.APITimeoutError) as error:
                 self.log.warning("%s: list/watch failed (%s); retrying in 1s", self.resource.plural, error)
                 await asyncio.sleep(1)
 
+    async def _stay_disconnected(self) -> None:
+        outage, self._dropped_for = self._dropped_for or 0.0, None
+        self.log.info("%s: watch dropped; staying disconnected for %.1fs", self.resource.plural, outage)
+        await asyncio.sleep(outage)
+        self.log.info("%s: reconnecting: re-listing", self.resource.plural)
+
     def drop_watch(self, outage: float) -> None:
         """Cut the open watch from the client's side and stay away for `outage` seconds, the way a
-        network partition would. Used by the lab to show that a re-list repairs the cache."""
+        network partition would. Used by the lab to show that a re-list repairs the cache. When no
+        watch is open (a re-list is under way), the next one is dropped before it starts."""
+        self._dropped_for = outage
         if self._watch_task is not None and not self._watch_task.done():
-            self._dropped_for = outage
             self._watch_task.cancel()
 
     async def relist(self) -> str:
