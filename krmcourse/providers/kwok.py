@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -94,8 +95,7 @@ class KwokProvider(Provider):
         return self.cluster_dir(cluster) / "kubeconfig.yaml"
 
     def audit_log(self, cluster: str) -> Path | None:
-        path = self.cluster_dir(cluster) / "logs" / "audit.log"
-        return path
+        return self.cluster_dir(cluster) / "logs" / "audit.log"
 
     def usable(self) -> str | None:
         if toolchain.is_installed():
@@ -211,9 +211,7 @@ class KwokProvider(Provider):
         # it: kill whatever is left of the pids we saw, then remove the folder.
         for pid in pids.values():
             _kill(pid)
-        for leftover in (self.cluster_dir(cluster),):
-            if leftover.exists():
-                subprocess.run(["rm", "-rf", str(leftover)], check=False)
+        shutil.rmtree(self.cluster_dir(cluster), ignore_errors=True)
         for extra in self.workdir.glob(f"clusters/.{cluster}-*"):
             extra.unlink(missing_ok=True)
 
