@@ -116,8 +116,15 @@ def set_spec(lab: Lab, name: str, **spec: Any) -> Verdict:
 
 
 def explain(lab: Lab, field: str) -> str:
-    """`kubectl explain` reads the published OpenAPI schema: what a user can discover."""
-    return lab.kubectl("explain", f"fancydnses.{GROUP}.{field}")
+    """`kubectl explain` reads the published OpenAPI schema: what a user can discover.
+
+    The API server republishes a CRD's schema a moment after the CRD changes, so a field that was
+    just added is waited for (up to 30 s) rather than reported missing.
+    """
+    args = ("explain", f"fancydnses.{GROUP}.{field}")
+    lab.wait_until(lambda: "does not exist" not in lab.kubectl(*args, check=False), timeout=30, interval=0.5,
+                   message=f"kubectl explain never found {field}")
+    return lab.kubectl(*args)
 
 
 def condition(lab: Lab, name: str, ctype: str) -> dict[str, Any] | None:
