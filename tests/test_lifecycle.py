@@ -15,6 +15,7 @@ import pytest
 
 from krmcourse import Lab, PortInUseError, UnknownExerciseError, UnknownLabError
 from krmcourse.paths import state_dir
+from krmcourse.providers.kwok import KwokProvider
 
 pytestmark = pytest.mark.cluster
 
@@ -111,6 +112,31 @@ def test_a_dead_component_is_reported_and_up_recreates_the_cluster():
         lab.up()
         assert any("kube-scheduler is not running" in m for m in messages), messages
         assert all(lab.status()["components"].values())
+    finally:
+        lab.down()
+
+
+def test_a_component_that_stops_while_the_api_starts_is_started_again():
+    class StopsTheControllerManager(KwokProvider):
+        """Kills kube-controller-manager as soon as kwokctl has started everything, as a busy machine can."""
+
+        stopped: int | None = None
+
+        def create(self, options, say):
+            super().create(options, say)
+            self.stopped = self.pids(options.cluster)["kube-controller-manager"]
+            os.kill(self.stopped, signal.SIGKILL)
+
+    provider = StopsTheControllerManager()
+    messages: list[str] = []
+    lab = Lab("sandbox", instance="restart", provider=provider, say=messages.append)
+    try:
+        lab.up()
+        assert any("kube-controller-manager stopped while the API server was starting" in m for m in messages)
+        assert lab.component_pids()["kube-controller-manager"] != provider.stopped
+        assert all(lab.status()["components"].values())
+        # The ServiceAccount comes from the second kube-controller-manager: the first never saw a healthy API.
+        assert lab.get("serviceaccount", "default", namespace="default") is not None
     finally:
         lab.down()
 

@@ -57,6 +57,10 @@ class Provider(ABC):
     def pids(self, cluster: str) -> dict[str, int]:
         return {}
 
+    def restart_stopped(self, cluster: str) -> list[str]:
+        """Start again the components that stopped; their names. Providers without processes do nothing."""
+        return []
+
     def audit_log(self, cluster: str) -> Path | None:
         return None
 

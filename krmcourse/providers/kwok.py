@@ -112,7 +112,8 @@ class KwokProvider(Provider):
         # kwokctl polls the API with kubectl, which would cache discovery in ~/.kube/cache: keep that, and
         # anything else kwokctl might put in a home folder, inside krmcourse's own state.
         env.update(KWOK_WORKDIR=str(self.workdir), PATH=f"{kubectl_dir}{os.pathsep}{env.get('PATH', '')}",
-                   HOME=str(self.workdir), KUBECACHEDIR=str(self.workdir / "kubectl-cache"))
+                   HOME=str(self.workdir), KUBECACHEDIR=str(self.workdir / "kubectl-cache"),
+                   KUBECONFIG=str(self.workdir / ".kube" / "config"))
         return env
 
     def _kwokctl(self, cluster: str, *args: str, config: Path | None = None,
@@ -161,7 +162,12 @@ class KwokProvider(Provider):
         if options.apiserver_args:
             apiserver["extraArgs"] = [{"key": k, "value": v} for k, v in options.apiserver_args.items()]
         patches.append(apiserver)
-        patches += [{"name": c, "extraEnvs": gc} for c in COMPONENTS if c not in ("etcd", "kube-apiserver")]
+        # One kube-controller-manager and one kube-scheduler per cluster: with nobody to elect, leader
+        # election only costs time. Asked before the API serves, the first try for the lease fails and
+        # the next comes 2 s later, which held every controller back; it also renews a Lease every 2 s.
+        single = [{"key": "leader-elect", "value": "false"}]
+        patches += [{"name": c, "extraEnvs": gc, **({"extraArgs": single} if c.startswith("kube-") else {})}
+                    for c in COMPONENTS if c not in ("etcd", "kube-apiserver")]
         docs: list[dict] = [{"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
                              "options": opts, "componentsPatches": patches}]
         for stage_file in options.stages:
@@ -204,7 +210,8 @@ class KwokProvider(Provider):
         pids = self.pids(cluster)
         if self.cluster_dir(cluster).exists():
             try:
-                self._kwokctl(cluster, "delete", "cluster", "--kubeconfig", "", timeout=60)
+                # kwokctl refuses an empty --kubeconfig here; the one it tidies is inside our state (_env).
+                self._kwokctl(cluster, "delete", "cluster", timeout=60)
             except subprocess.TimeoutExpired:
                 pass
         # kwokctl stops what it started, but a half-created cluster may have no record of some of
@@ -234,6 +241,23 @@ class KwokProvider(Provider):
     def health(self, cluster: str) -> dict[str, bool]:
         pids = self.pids(cluster)
         return {c: c in pids and _alive(pids[c]) for c in COMPONENTS}
+
+    def restart_stopped(self, cluster: str) -> list[str]:
+        """Have kwokctl start the components that stopped, the way ``kwokctl start cluster`` does.
+
+        kwokctl skips a component whose pid file names a live process, and to it a zombie is alive: a
+        stopped component's pid file goes first, so that kwokctl starts it afresh.
+        """
+        stopped = [c for c, ok in self.health(cluster).items() if not ok]
+        for component in stopped:
+            (self.cluster_dir(cluster) / "pids" / f"{component}.pid").unlink(missing_ok=True)
+        if stopped:
+            done = self._kwokctl(cluster, "start", "cluster", timeout=60)
+            if done.returncode != 0:
+                raise ClusterError(f"kwokctl could not start {', '.join(stopped)} again:\n"
+                                   f"{_tail(done.stderr or done.stdout)}",
+                                   f"See the component logs in {self.cluster_dir(cluster) / 'logs'}.")
+        return stopped
 
 
 def _alive(pid: int) -> bool:

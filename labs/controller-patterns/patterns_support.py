@@ -100,5 +100,23 @@ def try_scale(lab: Lab, replicas: int, deployment: str = "web", namespace: str =
     return Attempt(True, "")
 
 
+def wait_policy_in_force(lab: Lab, deployment: str = "web", namespace: str = NAMESPACE, timeout: float = 30) -> str:
+    """Dry-run a scale past the limit until the API server refuses it, and return its message.
+
+    The API server loads a new admission policy and its binding through its own watch, so for a moment
+    after they are created, requests still pass. A server-side dry run goes through admission and
+    changes nothing.
+    """
+
+    def refused() -> str | None:
+        try:
+            lab.kubectl("scale", f"deployment/{deployment}", "-n", namespace, "--replicas=6", "--dry-run=server")
+        except KubectlError as exc:
+            return exc.stderr.strip()
+        return None
+
+    return lab.wait_until(refused, timeout=timeout, message="the replica-limit policy never took effect")
+
+
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
