@@ -21,13 +21,9 @@ background traffic on other resources (leases, nodes, events) does not blur it.
 
 from __future__ import annotations
 
-import base64
 import json
 import math
-import os
 import re
-import ssl
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -38,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 import psutil
-import yaml
 
+from .credentials import connection
 from .errors import KrmcourseError
 
 if TYPE_CHECKING:  # pandas and matplotlib load slowly; only the functions that draw need them
@@ -293,32 +289,13 @@ class RestClient:
     """
 
     def __init__(self, kubeconfig: Path) -> None:
-        config = yaml.safe_load(Path(kubeconfig).read_text())
-        cluster = config["clusters"][0]["cluster"]
-        user = config["users"][0]["user"]
-        self._tmp = tempfile.TemporaryDirectory(prefix="krm-rest-")
-        context = ssl.create_default_context(cafile=self._file(cluster, "certificate-authority"))
-        if user.get("client-certificate") or user.get("client-certificate-data"):
-            context.load_cert_chain(str(self._file(user, "client-certificate")),
-                                    str(self._file(user, "client-key")))
-        headers = {"Authorization": f"Bearer {user['token']}"} if user.get("token") else {}
-        self.server = str(cluster["server"])
-        self.http = httpx.Client(base_url=self.server, verify=context, headers=headers, timeout=30)
+        conn = connection(kubeconfig)
+        self.server = conn.server
+        self.http = httpx.Client(base_url=self.server, verify=conn.tls, headers=conn.headers, timeout=30)
         self.sent = 0
         self.received = 0
         self.request_counts: Counter[tuple[str, str, str]] = Counter()
         self.byte_counts: Counter[tuple[str, str, str]] = Counter()
-
-    def _file(self, section: dict, key: str) -> str | None:
-        if section.get(key):
-            return str(section[key])
-        if section.get(f"{key}-data"):
-            path = Path(self._tmp.name) / key
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(base64.b64decode(section[f"{key}-data"]))
-            return str(path)
-        return None
 
     def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
              params: dict[str, str] | None = None, accept: str | None = None) -> httpx.Response:
@@ -345,7 +322,6 @@ class RestClient:
 
     def close(self) -> None:
         self.http.close()
-        self._tmp.cleanup()
 
 
 def metric_key(method: str, path: str, content_type: str,

@@ -7,15 +7,16 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
-import ssl
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import yaml
@@ -114,10 +115,7 @@ class Lab:
             return False
 
     def _probe(self) -> probe.ApiProbe | None:
-        try:
-            return probe.for_kubeconfig(self.kubeconfig)
-        except (OSError, ValueError, ssl.SSLError, yaml.YAMLError):
-            return None
+        return probe.for_kubeconfig(self.kubeconfig)
 
     def _broken_reason(self) -> str | None:
         """Why an existing cluster cannot be reused, or None when it is healthy."""
@@ -481,6 +479,17 @@ class Lab:
         return list(self._processes.values())
 
     # ----------------------------------------------------------------- exercises
+    def support(self, module: str) -> ModuleType:
+        """Import one of the lab's own Python modules: ``labs/<lab>/<module>.py``, or a package there.
+
+        Notebooks and exercise checks call the lab's plumbing through this, e.g.
+        ``pat = lab.support("patterns_support")``.
+        """
+        folder = str(self.path)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        return importlib.import_module(module)
+
     def check(self, exercise: str) -> None:
         """Raise CheckFailed with a hint unless the cluster solves ``exercise``."""
         exercises.check(self, exercise)

@@ -92,3 +92,12 @@ def test_checks_fail_then_pass_and_up_at_skips_ahead(labs_root):
         assert [r["state"] for r in rows] == ["solved", "solved"]
     finally:
         lab.down()
+
+
+def test_a_lab_loads_its_own_support_module(labs_root):
+    (labs_root / "extra" / "extra_support.py").write_text('NAMESPACE = "extra"\n')
+    module = Lab("extra").support("extra_support")
+    assert module.NAMESPACE == "extra"
+    assert module.__file__ == str(labs_root / "extra" / "extra_support.py")
+    with pytest.raises(ModuleNotFoundError, match="extra_helpers"):
+        Lab("extra").support("extra_helpers")

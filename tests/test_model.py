@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-from krmcourse import CheckFailed, Lab
+from krmcourse import CheckFailed, Lab, credentials
 from krmcourse.webhooks import make_tls
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,15 +81,17 @@ def _kubeconfig(path: Path, user: dict) -> Path:
 def test_raw_client_reads_certificates_or_a_token(tmp_path: Path) -> None:
     cert_config = _kubeconfig(tmp_path / "cert.yaml", lambda tls: {"client-certificate": str(tls.cert),
                                                                    "client-key": str(tls.key)})
-    server, _, headers = wire.connection(cert_config)
-    assert server == "https://127.0.0.1:1" and headers == {}
+    conn = credentials.connection(cert_config)
+    assert conn.server == "https://127.0.0.1:1" and conn.headers == {}
     token_config = _kubeconfig(tmp_path / "token.yaml", {"token": "abc"})
-    assert wire.connection(token_config)[2] == {"Authorization": "Bearer abc"}
+    assert credentials.connection(token_config).headers == {"Authorization": "Bearer abc"}
 
 
 def test_raw_client_explains_what_a_kubeconfig_lacks(tmp_path: Path) -> None:
-    with pytest.raises(wire.KubeconfigError, match="neither a token nor a client certificate"):
-        wire.connection(_kubeconfig(tmp_path / "anon.yaml", {}))
+    with pytest.raises(credentials.KubeconfigError, match="neither a token nor a client certificate"):
+        credentials.connection(_kubeconfig(tmp_path / "anon.yaml", {}))
+    with pytest.raises(credentials.KubeconfigError, match="exec that only kubectl understands"):
+        credentials.connection(_kubeconfig(tmp_path / "exec.yaml", {"exec": {"command": "true"}}))
     with wire.RawClient(_kubeconfig(tmp_path / "t.yaml", {"token": "abc"})) as raw:
         with pytest.raises(ValueError, match="apiVersion and kind"):
             raw.post_yaml("metadata: {name: x}\n")

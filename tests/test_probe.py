@@ -44,7 +44,7 @@ def test_inline_credentials_work_and_leave_no_file_behind(sandbox, tmp_path):
         assert fast is not None and fast.ready()
     finally:
         fast.close()
-    assert not {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("krmcourse-probe-")}
+    assert not {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("krmcourse-tls-")}
 
 
 def test_a_token_is_sent_and_rbac_still_applies(sandbox, namespace):

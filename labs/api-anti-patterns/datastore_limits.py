@@ -8,12 +8,9 @@ count. Both are measured here against the lab's own API server.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import ssl
 import statistics
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,9 +21,9 @@ from urllib.parse import urlparse
 
 import httpx
 import psutil
-import yaml
 
 from krmcourse import KubectlError, Lab
+from krmcourse.credentials import connection
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -105,36 +102,11 @@ def size_limits(lab: Lab) -> list[dict[str, Any]]:
 @contextmanager
 def http_client(kubeconfig: Path) -> Iterator[httpx.Client]:
     """An httpx client with the kubeconfig's credentials, for requests kubectl would be too slow for."""
-    config = yaml.safe_load(kubeconfig.read_text())
-    context_name = config.get("current-context") or config["contexts"][0]["name"]
-    context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
-    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-    ssl_context = ssl.create_default_context()
-    headers = {}
-    with tempfile.TemporaryDirectory(prefix="krm-http-") as tmp:
-
-        def path_of(entry: dict[str, Any], key: str) -> str | None:
-            if entry.get(f"{key}-data"):
-                target = Path(tmp) / key
-                target.write_bytes(base64.b64decode(entry[f"{key}-data"]))
-                return str(target)
-            value = entry.get(key)
-            return str((kubeconfig.parent / value).resolve()) if value else None
-
-        ca = path_of(cluster, "certificate-authority")
-        if ca:
-            ssl_context.load_verify_locations(ca)
-        cert, key = path_of(user, "client-certificate"), path_of(user, "client-key")
-        if cert and key:
-            ssl_context.load_cert_chain(cert, key)
-        if user.get("token"):
-            headers["Authorization"] = f"Bearer {user['token']}"
-    server = cluster["server"]
+    conn = connection(kubeconfig)
     with httpx.Client(
-        base_url=server,
-        verify=ssl_context,
-        headers=headers,
+        base_url=conn.server,
+        verify=conn.tls,
+        headers=conn.headers,
         timeout=60,
         limits=httpx.Limits(max_connections=16),
     ) as client:

@@ -3,17 +3,14 @@
 kubectl, kr8s and kopf all end up sending ordinary HTTP requests whose bodies are the same JSON or
 YAML documents you keep in files. The resource-model notebook sends some of those requests by hand
 so that learners see the wire itself: the status code, the ``Status`` object of an error, and the
-lines of a watch. Only ``httpx`` and the kubeconfig are used, the way any new client would start.
+lines of a watch. Only ``httpx`` and the kubeconfig are used, the way any new client would start
+(:mod:`krmcourse.credentials` reads the kubeconfig: server, CA, and a client certificate or token).
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import socket
-import ssl
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -24,9 +21,7 @@ from typing import Any
 import httpx
 import yaml
 
-
-class KubeconfigError(ValueError):
-    """The kubeconfig lacks something a raw client needs (a server, a CA, or credentials)."""
+from krmcourse.credentials import connection
 
 
 @dataclass(frozen=True)
@@ -46,52 +41,6 @@ class Reply:
         return str(self.body.get("message", ""))
 
 
-def _material(entry: dict[str, Any], key: str, base: Path) -> bytes | None:
-    """A certificate or key from a kubeconfig entry, given inline (``*-data``) or as a file path."""
-    if entry.get(f"{key}-data"):
-        return base64.b64decode(entry[f"{key}-data"])
-    if entry.get(key):
-        path = Path(entry[key])
-        return (path if path.is_absolute() else base / path).read_bytes()
-    return None
-
-
-def _tls(cluster: dict[str, Any], user: dict[str, Any], base: Path) -> ssl.SSLContext:
-    """An SSL context that trusts the cluster's CA and, for admins, presents the client certificate."""
-    ca = _material(cluster, "certificate-authority", base)
-    if ca is None:
-        raise KubeconfigError(
-            "The kubeconfig names no certificate authority, so the server cannot be verified."
-        )
-    context = ssl.create_default_context(cadata=ca.decode())
-    cert, key = _material(user, "client-certificate", base), _material(user, "client-key", base)
-    if cert and key:
-        # ssl can only load a key pair from files; keep them just long enough to load.
-        with tempfile.TemporaryDirectory() as tmp:
-            cert_file, key_file = Path(tmp) / "client.crt", Path(tmp) / "client.key"
-            for path, data in ((cert_file, cert), (key_file, key)):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-            context.load_cert_chain(str(cert_file), str(key_file))
-    return context
-
-
-def connection(kubeconfig: Path) -> tuple[str, ssl.SSLContext, dict[str, str]]:
-    """Server URL, TLS context and auth headers of a kubeconfig's current context."""
-    config = yaml.safe_load(Path(kubeconfig).read_text()) or {}
-    contexts = {c["name"]: c["context"] for c in config.get("contexts", [])}
-    current = contexts.get(config.get("current-context", "")) or next(iter(contexts.values()), None)
-    if current is None:
-        raise KubeconfigError(f"{kubeconfig} has no context to use.")
-    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == current["cluster"])
-    user = next(u["user"] for u in config.get("users", []) if u["name"] == current["user"])
-    headers = {"Authorization": f"Bearer {user['token']}"} if user.get("token") else {}
-    if not headers and not user.get("client-certificate") and not user.get("client-certificate-data"):
-        raise KubeconfigError(f"{kubeconfig} has neither a token nor a client certificate for its user.")
-    return str(cluster["server"]), _tls(cluster, user, Path(kubeconfig).parent), headers
-
-
 class RawClient:
     """A few HTTP verbs against one API server, returning :class:`Reply` objects, never raising on 4xx.
 
@@ -102,8 +51,9 @@ class RawClient:
 
     def __init__(self, kubeconfig: Path, user_agent: str = "krmcourse-raw/0.1") -> None:
         self.kubeconfig = Path(kubeconfig)
-        self.server, self._tls, headers = connection(self.kubeconfig)
-        self._headers = {**headers, "User-Agent": user_agent, "Accept": "application/json"}
+        conn = connection(self.kubeconfig)
+        self.server, self._tls = conn.server, conn.tls
+        self._headers = {**conn.headers, "User-Agent": user_agent, "Accept": "application/json"}
         self._http = self._new_http(timeout=30)
 
     def _new_http(self, timeout: float | None) -> httpx.Client:

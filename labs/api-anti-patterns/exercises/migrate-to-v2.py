@@ -5,22 +5,12 @@ The check reads the CRD's status.storedVersions from the real API server, and ev
 
 from __future__ import annotations
 
-import sys
-
 from krmcourse import CheckFailed, Lab
-
-
-def _conversion(lab: Lab):  # noqa: ANN202
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import fancydns_conversion
-
-    return fancydns_conversion
 
 
 def check(lab: Lab) -> None:
     """Fail unless v2 is the storage version and the only version etcd may still hold."""
-    conv = _conversion(lab)
+    conv = lab.support("fancydns_conversion")
     crd = lab.get("customresourcedefinition", conv.CRD_NAME)
     if crd is None:
         raise CheckFailed("The FancyDNS CRD is gone.")
@@ -40,6 +30,6 @@ def check(lab: Lab) -> None:
 
 def solve(lab: Lab) -> None:
     """Serve v2 with the conversion webhook, rewrite every object, then trim storedVersions."""
-    conv = _conversion(lab)
+    conv = lab.support("fancydns_conversion")
     conv.ensure_v2(lab)
     conv.migrate(lab)

@@ -7,7 +7,6 @@ kept (not pruned), and a misspelt value must be rejected.
 from __future__ import annotations
 
 import json
-import sys
 
 from krmcourse import CheckFailed, Lab
 
@@ -22,17 +21,9 @@ FIELD_SCHEMA = {
 }
 
 
-def _fancydns(lab: Lab):  # noqa: ANN202 - the lab's helper module, loaded from the lab folder
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import fancydns
-
-    return fancydns
-
-
 def check(lab: Lab) -> None:
     """Fail unless the schema accepts queryLogging: Enabled and rejects any other value."""
-    fd = _fancydns(lab)
+    fd = lab.support("fancydns")
     good = fd.dry_run(lab, fd.fancydns("check-ql", "ql.example", queryLogging="Enabled"))
     if not good.accepted:
         raise CheckFailed(
@@ -50,7 +41,7 @@ def check(lab: Lab) -> None:
 
 def solve(lab: Lab) -> None:
     """Add the field, with an enum, a default and a description, to the v1 schema of the live CRD."""
-    fd = _fancydns(lab)
+    fd = lab.support("fancydns")
     crd = lab.get("customresourcedefinition", fd.CRD_NAME)
     assert crd is not None, "the FancyDNS CRD is missing; bring the lab up first"
     patch = []

@@ -7,7 +7,6 @@ it must fail because of a validation rule.
 from __future__ import annotations
 
 import json
-import sys
 
 from krmcourse import CheckFailed, Lab
 
@@ -18,17 +17,9 @@ RULE = {
 }
 
 
-def _fancydns(lab: Lab):  # noqa: ANN202
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import fancydns
-
-    return fancydns
-
-
 def check(lab: Lab) -> None:
     """Fail unless exactly the both-false combination is rejected."""
-    fd = _fancydns(lab)
+    fd = lab.support("fancydns")
     rows = {(r["enableTCP"], r["enableUDP"]): r for r in fd.protocol_matrix(lab)}
     if rows[(False, False)]["accepted"]:
         raise CheckFailed("The server still accepts a FancyDNS that serves neither TCP nor UDP.")
@@ -42,7 +33,7 @@ def check(lab: Lab) -> None:
 
 def solve(lab: Lab) -> None:
     """Add the CEL rule to the v1 spec schema of the live CRD."""
-    fd = _fancydns(lab)
+    fd = lab.support("fancydns")
     crd = lab.get("customresourcedefinition", fd.CRD_NAME)
     assert crd is not None, "the FancyDNS CRD is missing; bring the lab up first"
     index = next(i for i, v in enumerate(crd["spec"]["versions"]) if v["name"] == "v1")

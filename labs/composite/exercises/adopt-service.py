@@ -7,24 +7,13 @@ Ready, which also means the Service now selects the WebApp's pods.
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
-
 from krmcourse import CheckFailed, Lab
 
 NAME = "shop"
 
 
-def _support(lab: Lab) -> ModuleType:
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import composite_support
-
-    return composite_support
-
-
 def check(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("composite_support")
     app = sup.webapp(lab, NAME)
     if app is None:
         raise CheckFailed(f"The WebApp {NAME} is missing from the {sup.TEAM} namespace.")
@@ -43,7 +32,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("composite_support")
     sup.start_controller(lab)
     lab.kubectl("label", "service", NAME, "-n", sup.TEAM, f"app.kubernetes.io/part-of={NAME}", "--overwrite")
     sup.wait_ready(lab, NAME)

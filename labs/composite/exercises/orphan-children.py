@@ -7,24 +7,13 @@ ownerReferences instead of the children.
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
-
 from krmcourse import CheckFailed, Lab
 
 NAME = "legacy"
 
 
-def _support(lab: Lab) -> ModuleType:
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import composite_support
-
-    return composite_support
-
-
 def check(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("composite_support")
     if sup.webapp(lab, NAME) is not None:
         raise CheckFailed(f"The WebApp {NAME} still exists in the {sup.TEAM} namespace.")
     for kind, child in (("deployment", NAME), ("service", NAME), ("configmap", f"{NAME}-config")):
@@ -42,7 +31,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("composite_support")
     sup.start_controller(lab)
     sup.wait_ready(lab, NAME)
     lab.kubectl("delete", "webapp", NAME, "-n", sup.TEAM, "--cascade=orphan", "--wait=true")

@@ -7,25 +7,14 @@ that node by the real scheduler.
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
-
 from krmcourse import CheckFailed, Lab
 
 NAME = "shop"
 NODE = "kwok-node-1"
 
 
-def _support(lab: Lab) -> ModuleType:
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import composite_support
-
-    return composite_support
-
-
 def check(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("composite_support")
     app = sup.webapp(lab, NAME)
     if app is None:
         raise CheckFailed(f"The WebApp {NAME} is missing from the {sup.TEAM} namespace.")
@@ -45,7 +34,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("composite_support")
     sup.start_controller(lab)
     lab.kubectl(
         "patch",

@@ -7,23 +7,12 @@ with the course's quiz grading and names the keys that are still wrong, never th
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
-
 from krmcourse import CheckFailed, Lab
 from krmcourse.quiz import grade
 
 
-def _support(lab: Lab) -> ModuleType:
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import patterns_support
-
-    return patterns_support
-
-
 def check(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("patterns_support")
     cm = lab.get("configmap", "patterns", namespace=sup.NAMESPACE)
     if cm is None:
         raise CheckFailed(f"There is no ConfigMap patterns in the {sup.NAMESPACE} namespace yet.")
@@ -37,6 +26,6 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("patterns_support")
     args = [f"--from-literal={q.id}={q.answer.value}" for q in sup.EXAMPLES]
     lab.kubectl("create", "configmap", "patterns", "-n", sup.NAMESPACE, *args)

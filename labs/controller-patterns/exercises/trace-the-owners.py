@@ -6,22 +6,13 @@ check compares it with the ReplicaSet whose controller ownerReference points at 
 
 from __future__ import annotations
 
-import sys
 from types import ModuleType
 
 from krmcourse import CheckFailed, Lab
 
 
-def _support(lab: Lab) -> ModuleType:
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import patterns_support
-
-    return patterns_support
-
-
 def check(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("patterns_support")
     cm = lab.get("configmap", "answers", namespace=sup.NAMESPACE)
     given = ((cm or {}).get("data") or {}).get("replicaset")
     if not given:
@@ -36,7 +27,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("patterns_support")
     lab.wait_until(lambda: _has_rs(sup, lab), timeout=60, message="Deployment web never made a ReplicaSet")
     lab.kubectl(
         "create",

@@ -8,23 +8,13 @@ apply to creates).
 
 from __future__ import annotations
 
-import sys
-
 from krmcourse import CheckFailed, Lab
 
 RULE = {"rule": "self == oldSelf", "message": "engine is immutable; create a new Cache instead"}
 
 
-def _crd(lab: Lab):  # noqa: ANN202 - the lab's own helper module
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import cache_crd
-
-    return cache_crd
-
-
 def check(lab: Lab) -> None:
-    c = _crd(lab)
+    c = lab.support("cache_crd")
     if lab.get("caches.store.krmcourse.dev", "sessions", namespace=c.NAMESPACE) is None:
         raise CheckFailed(
             "The Cache sessions is missing from the store namespace; reset the lab to get it back."
@@ -47,7 +37,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    c = _crd(lab)
+    c = lab.support("cache_crd")
     c.patch_crd(
         lab,
         c.for_every_version(

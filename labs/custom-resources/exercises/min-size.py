@@ -6,21 +6,11 @@ The check sends real dry-run creates: ``sizeGi: 0`` must be refused because of `
 
 from __future__ import annotations
 
-import sys
-
 from krmcourse import CheckFailed, Lab
 
 
-def _crd(lab: Lab):  # noqa: ANN202 - the lab's own helper module
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import cache_crd
-
-    return cache_crd
-
-
 def check(lab: Lab) -> None:
-    c = _crd(lab)
+    c = lab.support("cache_crd")
     for size in (0, -3):
         verdict = c.try_create(lab, c.cache("size-probe", engine="redis", sizeGi=size))
         if verdict.allowed:
@@ -35,7 +25,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    c = _crd(lab)
+    c = lab.support("cache_crd")
     c.patch_crd(
         lab,
         c.for_every_version(

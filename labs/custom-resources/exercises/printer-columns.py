@@ -7,8 +7,6 @@ looks for the engine of a known Cache in its table.
 
 from __future__ import annotations
 
-import sys
-
 from krmcourse import CheckFailed, Lab
 
 COLUMNS = [
@@ -19,16 +17,8 @@ COLUMNS = [
 ]
 
 
-def _crd(lab: Lab):  # noqa: ANN202 - the lab's own helper module
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import cache_crd
-
-    return cache_crd
-
-
 def check(lab: Lab) -> None:
-    c = _crd(lab)
+    c = lab.support("cache_crd")
     for version, paths in c.printer_columns(lab).items():
         wanted = {".spec.engine": "the engine", ".spec.sizeGi": "the size"}
         absent = [what for path, what in wanted.items() if path not in paths]
@@ -42,7 +32,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    c = _crd(lab)
+    c = lab.support("cache_crd")
     c.patch_crd(
         lab,
         c.for_every_version(

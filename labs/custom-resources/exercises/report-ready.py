@@ -10,21 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 
 from krmcourse import CheckFailed, Lab
 
 
-def _crd(lab: Lab):  # noqa: ANN202 - the lab's own helper module
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import cache_crd
-
-    return cache_crd
-
-
 def check(lab: Lab) -> None:
-    primary = lab.get("caches.store.krmcourse.dev", "primary", namespace=_crd(lab).NAMESPACE)
+    primary = lab.get("caches.store.krmcourse.dev", "primary", namespace=lab.support("cache_crd").NAMESPACE)
     if primary is None:
         raise CheckFailed(
             "The Cache primary is missing from the store namespace; reset the lab to get it back."
@@ -49,7 +40,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    c = _crd(lab)
+    c = lab.support("cache_crd")
     primary = lab.get("caches.store.krmcourse.dev", "primary", namespace=c.NAMESPACE)
     if primary is None:
         raise CheckFailed("The Cache primary is missing; reset the lab first.")

@@ -6,23 +6,11 @@ tag must both be refused by a ValidatingAdmissionPolicy, and a pod on a pinned t
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
-
 from krmcourse import CheckFailed, Lab
 
 
-def _support(lab: Lab) -> ModuleType:
-    """The lab's own helper module (exercise files are loaded by path, so no relative import)."""
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import enforcer_support
-
-    return enforcer_support
-
-
 def check(lab: Lab) -> None:
-    enf = _support(lab)
+    enf = lab.support("enforcer_support")
     for image in ("registry.example/shop/web:latest", "registry.example/shop/web"):
         result = enf.create(lab, enf.pod("tag-probe", "shop", image=image))
         if result.allowed:

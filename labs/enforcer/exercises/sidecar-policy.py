@@ -9,25 +9,14 @@ sidecar, and a pod without one must be refused by the webhook.
 from __future__ import annotations
 
 import json
-import sys
-from types import ModuleType
 
 from krmcourse import CheckFailed, Lab
 
 IMAGE = "registry.example/log-shipper:2.1"
 
 
-def _support(lab: Lab) -> ModuleType:
-    """The lab's own helper module (exercise files are loaded by path, so no relative import)."""
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import enforcer_support
-
-    return enforcer_support
-
-
 def check(lab: Lab) -> None:
-    enf = _support(lab)
+    enf = lab.support("enforcer_support")
     policies = json.loads(lab.kubectl("get", "sidecarpolicies", "-n", "billing", "-o", "json"))["items"]
     if not policies:
         raise CheckFailed("There is no SidecarPolicy in the billing namespace yet.")
@@ -54,5 +43,5 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    _support(lab).ensure_running(lab)
+    lab.support("enforcer_support").ensure_running(lab)
     lab.apply(lab.path / "exercises" / "sidecar-policy.solution.yaml")

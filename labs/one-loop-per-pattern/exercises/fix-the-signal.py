@@ -8,21 +8,10 @@ that the queue asks for.
 from __future__ import annotations
 
 import math
-import sys
-from types import ModuleType
 
 from krmcourse import CheckFailed, Lab
 
 NAMESPACE = "separate"
-
-
-def _support(lab: Lab) -> ModuleType:
-    """The lab's own helper module (exercise files are loaded by path, so no relative import)."""
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import oneloop_support
-
-    return oneloop_support
 
 
 def check(lab: Lab) -> None:
@@ -55,7 +44,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    support = _support(lab)
+    support = lab.support("oneloop_support")
     if lab.get("queueworker.ops.krmcourse.dev", "invoices", namespace=NAMESPACE) is None:
         support.create_workload(lab, NAMESPACE)
     lab.kubectl(

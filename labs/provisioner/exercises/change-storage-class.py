@@ -7,8 +7,6 @@ provisioner to have seen the latest generation of the object.
 from __future__ import annotations
 
 import json
-import sys
-from types import ModuleType
 
 from krmcourse import CheckFailed, Lab
 
@@ -16,16 +14,8 @@ NAME = "photos"
 WANTED = "COLDLINE"
 
 
-def _support(lab: Lab) -> ModuleType:
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import provisioner_support
-
-    return provisioner_support
-
-
 def check(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("provisioner_support")
     obj = sup.bucket(lab, NAME)
     if obj is None:
         raise CheckFailed(f"There is no Bucket {NAME} in {sup.TEAM}; the succinct-bucket exercise makes it.")
@@ -46,7 +36,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("provisioner_support")
     sup.ensure_running(lab)
     lab.kubectl(
         "patch",

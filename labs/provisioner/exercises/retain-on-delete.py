@@ -6,24 +6,13 @@ Deleting with the default policy makes the provisioner's finalizer remove the cl
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
-
 from krmcourse import CheckFailed, Lab
 
 NAME = "archive"
 
 
-def _support(lab: Lab) -> ModuleType:
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import provisioner_support
-
-    return provisioner_support
-
-
 def check(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("provisioner_support")
     if sup.bucket(lab, NAME) is not None:
         raise CheckFailed(f"The Bucket object {NAME} still exists in {sup.TEAM}.")
     cloud_name = f"{sup.TEAM}-{NAME}"
@@ -40,7 +29,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("provisioner_support")
     sup.ensure_running(lab)
     sup.wait_ready(lab, NAME)
     lab.kubectl(

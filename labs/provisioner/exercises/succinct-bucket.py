@@ -7,24 +7,13 @@ cloud really holds the bucket.
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
-
 from krmcourse import CheckFailed, Lab
 
 NAME = "photos"
 
 
-def _support(lab: Lab) -> ModuleType:
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import provisioner_support
-
-    return provisioner_support
-
-
 def check(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("provisioner_support")
     obj = sup.bucket(lab, NAME)
     if obj is None:
         raise CheckFailed(f"There is no Bucket called {NAME} in the {sup.TEAM} namespace yet.")
@@ -49,7 +38,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    sup = _support(lab)
+    sup = lab.support("provisioner_support")
     sup.ensure_running(lab)
     lab.apply(
         {

@@ -9,7 +9,6 @@ their own manager names, while a raw request is recorded under the client's user
 from __future__ import annotations
 
 import json
-import sys
 
 import yaml
 
@@ -23,14 +22,6 @@ KUBECTL_MANAGERS = (
     "kubectl-replace",
     "kubectl-patch",
 )
-
-
-def _wire(lab: Lab):  # noqa: ANN202 - the lab's own helper module
-    if str(lab.path) not in sys.path:
-        sys.path.insert(0, str(lab.path))
-    import krm_wire
-
-    return krm_wire
 
 
 def check(lab: Lab) -> None:
@@ -68,7 +59,7 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    wire = _wire(lab)
+    wire = lab.support("krm_wire")
     document = yaml.safe_load((lab.path / "files" / "fern.yaml").read_text())
     document["spec"]["wateringIntervalHours"] = 48
     with wire.RawClient(lab.kubeconfig, user_agent="fern-solver/1.0") as raw:
