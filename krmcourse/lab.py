@@ -51,6 +51,8 @@ class Lab:
         self._provider: Provider | None = provider if isinstance(provider, Provider) else None
         self._api: Any = None
         self._processes: dict[str, ManagedProcess] = {}
+        #: Seconds from the start of the last cluster creation to each step of it, for benchmarks/.
+        self.startup: dict[str, float] = {}
         self.say: Say = say or _stderr
 
     # ----------------------------------------------------------------- where things are
@@ -169,12 +171,16 @@ class Lab:
         return self
 
     def _create(self, port: int | None) -> None:
+        started = time.monotonic()
+        self.startup.clear()
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "provider").write_text(self.provider.name)
         self.provider.create(self._options(port), self.say)
+        self.startup["cluster created"] = time.monotonic() - started
         self._forget_api()
-        self._wait_ready()
+        self._wait_ready(started)
         self._apply_manifests()
+        self.startup["manifests applied"] = time.monotonic() - started
 
     def _options(self, port: int | None) -> ClusterOptions:
         cluster = self.spec.cluster
@@ -183,13 +189,14 @@ class Lab:
             stages=[self.path / s for s in cluster.get("stages", [])],
             apiserver_args={str(k): str(v) for k, v in (cluster.get("apiserver_args") or {}).items()})
 
-    def _wait_ready(self, timeout: float = 120) -> None:
+    def _wait_ready(self, started: float, timeout: float = 120) -> None:
         """Ready means: the API answers, the nodes are Ready, and the default ServiceAccount exists."""
         fast = self._probe()
         try:
             api_ready = fast.ready if fast else self._api_ready
             self.wait_until(api_ready, timeout=timeout, interval=0.05 if fast else 0.1,
                             message=f"the API server of {self.cluster} did not become ready")
+            self.startup["API ready"] = time.monotonic() - started
             # kube-controller-manager gives up when the API server is not healthy 10 s after it asked, which
             # happens on a busy machine. Now that the API is ready, a second start cannot fail that way.
             restarted = self.provider.restart_stopped(self.cluster)
@@ -208,6 +215,7 @@ class Lab:
             # A component can die without the API noticing (say, the scheduler losing a port race):
             # ready means every process is still running, too.
             self._all_running()
+            self.startup["nodes and ServiceAccount ready"] = time.monotonic() - started
         except (TimeoutError, KubectlError) as exc:
             down = [c for c, ok in self.provider.health(self.cluster).items() if not ok]
             detail = "".join(self._log_tail(c) for c in down[:2])

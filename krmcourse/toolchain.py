@@ -237,8 +237,9 @@ BUILDERS: dict[str, Callable[[str, Path, Path, Say], None]] = {
 }
 
 COLD_BUILD_NOTE = (
-    "A cold build compiles Kubernetes from source: expect 15-25 minutes on 2 cores and about 2 GiB of "
-    "memory per link. It happens once; later runs reuse the cache in {cache}."
+    "A cold build downloads the Go modules and compiles Kubernetes from source. On an idle 2-core machine "
+    "it took about 8 minutes and up to 2 GiB of memory (benchmarks/toolchain_build.py); a busy machine "
+    "takes longer. It happens once; later runs reuse the cache in {cache}."
 )
 
 
