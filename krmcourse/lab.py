@@ -104,12 +104,12 @@ class Lab:
                 "kubeconfig": str(self.kubeconfig) if exists else None}
 
     def _api_ready(self) -> bool:
-        probe = self._probe()
-        if probe is not None:
+        fast = self._probe()
+        if fast is not None:
             try:
-                return probe.ready()
+                return fast.ready()
             finally:
-                probe.close()
+                fast.close()
         try:
             return kubectl.run(self.kubeconfig, ["get", "--raw", "/readyz"], check=False,
                                timeout=10).stdout.strip() == "ok"
