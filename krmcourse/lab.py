@@ -278,7 +278,7 @@ class Lab:
             self.apply(manifest)
             if any(d.get("kind") == "CustomResourceDefinition" for d in docs):
                 names = [f"crd/{d['metadata']['name']}" for d in docs if d.get("kind") == "CustomResourceDefinition"]
-                self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
+                self.wait_for(" ".join(names), "condition=Established", timeout=60)
 
     def _solve_before(self, at: str | None) -> None:
         if at is None:
@@ -399,13 +399,23 @@ class Lab:
 
     def wait_for(self, resource: str, condition: str, namespace: str | None = None, timeout: float = 60,
                  all: bool = False) -> str:
-        """``kubectl wait --for=<condition>``, e.g. ``wait_for("deployment/web", "condition=Available")``."""
-        args = ["wait", resource, f"--for={condition}", f"--timeout={int(timeout)}s"]
-        if all:
-            args.append("--all")
-        if namespace:
-            args += ["-n", namespace]
-        return self.kubectl(*args, timeout=timeout + 15)
+        """``kubectl wait --for=<condition>``, e.g. ``wait_for("deployment/web", "condition=Available")``.
+
+        ``resource`` may name several objects, separated by spaces: ``"crd/a.example.com crd/b.example.com"``.
+        """
+        extra = (["--all"] if all else []) + (["-n", namespace] if namespace else [])
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(1, int(deadline - time.monotonic()))
+            try:
+                return self.kubectl("wait", *resource.split(), f"--for={condition}", f"--timeout={left}s", *extra,
+                                    timeout=left + 15)
+            except KubectlError as exc:
+                # kubectl stops at once, instead of waiting, when it finds status.conditions still null,
+                # as on a CRD created a moment ago (kubernetes/kubernetes#66439): ask again.
+                if "conditions accessor error: <nil>" not in exc.stderr or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     @staticmethod
     def wait_until(fn: Callable[[], T], timeout: float = 30, interval: float = 0.2,

@@ -43,7 +43,7 @@ def widget(name: str, namespace: str, size: str = "small") -> dict:
 @pytest.fixture(scope="module")
 def crd(sandbox):
     sandbox.apply(WIDGET_CRD)
-    sandbox.kubectl("wait", "--for=condition=Established", "crd/widgets.test.krmcourse.dev", "--timeout=30s")
+    sandbox.wait_for("crd/widgets.test.krmcourse.dev", "condition=Established", timeout=30)
     return sandbox
 
 
@@ -153,3 +153,45 @@ def _kubectl(lab) -> list[str]:
 
     return [str(kubectl_binary()), "--kubeconfig", str(lab.kubeconfig),
             f"--cache-dir={lab.kubeconfig.parent / '.kubectl-cache'}"]
+
+
+def test_wait_for_outlasts_conditions_that_are_still_null(sandbox, namespace):
+    """kubectl wait gives up at once on ``status.conditions: null`` (a CRD a moment after its creation
+    looks like that); Lab.wait_for keeps asking until the condition is there."""
+    sandbox.apply({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.test.krmcourse.dev"},
+        "spec": {"group": "test.krmcourse.dev", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"status": {"type": "object", "properties": {
+                         "conditions": {"type": "array", "nullable": True,
+                                        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                     }}}}}}]},
+    })
+    sandbox.wait_for("crd/gadgets.test.krmcourse.dev", "condition=Established", timeout=30)
+    # create, not apply: apply would read the null as "remove this field"
+    sandbox.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "test.krmcourse.dev/v1", "kind": "Gadget",
+        "metadata": {"name": "g", "namespace": namespace}, "status": {"conditions": None}}))
+    assert sandbox.get("gadget", "g", namespace=namespace)["status"] == {"conditions": None}
+    plain = subprocess.run([*_kubectl(sandbox), "wait", "gadget/g", "-n", namespace, "--for=condition=Ready",
+                            "--timeout=10s"], capture_output=True, text=True)
+    assert plain.returncode != 0 and "conditions accessor error: <nil>" in plain.stderr  # kubectl alone
+
+    def become_ready():
+        sandbox.kubectl("patch", "gadget", "g", "-n", namespace, "--type=merge",
+                        "-p", '{"status": {"conditions": [{"type": "Ready", "status": "True"}]}}')
+
+    later = threading.Timer(1.5, become_ready)
+    later.start()
+    try:
+        assert "condition met" in sandbox.wait_for("gadget/g", "condition=Ready", namespace=namespace, timeout=30)
+    finally:
+        later.join()
+
+
+def _kubectl(lab) -> list[str]:
+    from krmcourse.kubectl import kubectl_binary
+
+    return [str(kubectl_binary()), "--kubeconfig", str(lab.kubeconfig)]
