@@ -237,9 +237,10 @@ BUILDERS: dict[str, Callable[[str, Path, Path, Say], None]] = {
 }
 
 COLD_BUILD_NOTE = (
-    "A cold build downloads the Go modules and compiles Kubernetes from source. On an idle 2-core machine "
-    "it took about 8 minutes and up to 2 GiB of memory (benchmarks/toolchain_build.py); a busy machine "
-    "takes longer. It happens once; later runs reuse the cache in {cache}."
+    "A cold build downloads the Go modules and compiles Kubernetes from source. On an idle 2-core "
+    "machine it took about 8 minutes and up to 2 GiB of memory in one process "
+    "(benchmarks/toolchain_build.py); a busy machine takes longer. It happens once; later runs reuse "
+    "the cache in {cache}."
 )
 
 

@@ -267,12 +267,20 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie is dead for our purposes.
+    # A zombie is dead for our purposes, but only once all of its threads are: a killed Go program's main
+    # thread can be a zombie while other threads still hold its sockets open for a moment.
     try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][:1] != "Z"
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return True
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as fh:
+                if fh.read().split(") ", 1)[1][:1] not in "ZX":
+                    return True
+        except OSError:
+            continue  # that thread has gone since the listing
+    return False
 
 
 def _kill(pid: int) -> None:
