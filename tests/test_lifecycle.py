@@ -141,6 +141,22 @@ def test_a_component_that_stops_while_the_api_starts_is_started_again():
         lab.down()
 
 
+def test_down_never_kills_a_process_that_reused_a_recorded_pid():
+    lab = Lab("sandbox", instance="stranger")
+    stranger = subprocess.Popen(["sleep", "120"])
+    try:
+        lab.up()
+        # As if a pid file outlived its process and the pid went to someone else's program.
+        (lab.kubeconfig.parent / "pids" / "stranger.pid").write_text(str(stranger.pid))
+        lab.down()
+        assert stranger.poll() is None, "down killed a process that was not the cluster's"
+        assert not cluster_processes(lab.cluster)
+    finally:
+        stranger.kill()
+        stranger.wait()
+        lab.down()
+
+
 def test_a_corrupt_state_folder_is_recreated_with_a_message():
     messages: list[str] = []
     lab = Lab("sandbox", instance="corrupt", say=messages.append)

@@ -207,16 +207,18 @@ class KwokProvider(Provider):
         os.chmod(self.kubeconfig(options.cluster), 0o600)
 
     def delete(self, cluster: str) -> None:
-        pids = self.pids(cluster)
+        # Pids are reused, and a stale folder can outlive its processes: only a process that runs from
+        # this cluster's folder is ours. Look before kwokctl kills them (a dead one shows no command).
+        ours = [pid for pid in self.pids(cluster).values() if _runs_from(pid, self.cluster_dir(cluster))]
         if self.cluster_dir(cluster).exists():
             try:
                 # kwokctl refuses an empty --kubeconfig here; the one it tidies is inside our state (_env).
                 self._kwokctl(cluster, "delete", "cluster", timeout=60)
             except subprocess.TimeoutExpired:
                 pass
-        # kwokctl stops what it started, but a half-created cluster may have no record of some of
-        # it: kill whatever is left of the pids we saw, then remove the folder.
-        for pid in pids.values():
+        # kwokctl sends SIGKILL and does not wait; a half-created cluster may have no record of some of
+        # it. Wait for (or kill) whatever is left of our processes, then remove the folder.
+        for pid in ours:
             _kill(pid)
         shutil.rmtree(self.cluster_dir(cluster), ignore_errors=True)
         for extra in self.workdir.glob(f"clusters/.{cluster}-*"):
@@ -281,6 +283,15 @@ def _alive(pid: int) -> bool:
         except OSError:
             continue  # that thread has gone since the listing
     return False
+
+
+def _runs_from(pid: int, folder: Path) -> bool:
+    """Whether process ``pid`` was started from ``folder``: kwokctl runs ``<folder>/bin/<component>``."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return str(folder).encode() in fh.read()
+    except OSError:
+        return False
 
 
 def _kill(pid: int) -> None:
