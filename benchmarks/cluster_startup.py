@@ -16,7 +16,6 @@ It prints a table of medians and the ratio, and writes the figures as JSON to be
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -29,11 +28,10 @@ import urllib.request
 from pathlib import Path
 
 import psutil
+from record import save  # benchmarks/record.py: run as a script, this folder is on sys.path
 
 from krmcourse import Lab, toolchain
 from krmcourse.providers.kwok import free_ports
-
-HERE = Path(__file__).resolve().parent
 
 
 def rss_mib(pids: list[int]) -> float:
@@ -162,10 +160,7 @@ def main() -> None:
     print(f"lab / floor start-up ratio: {result['ratio_lab_to_floor']}")
     print("steps of lab up (median s from its start): "
           + ", ".join(f"{k} {v}" for k, v in result["lab_steps_seconds_median"].items()))
-    out = HERE / "results" / f"cluster_startup-{time.strftime('%Y%m%d-%H%M')}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written to {out.relative_to(HERE.parent)}")
+    save("cluster_startup", result)
 
 
 if __name__ == "__main__":

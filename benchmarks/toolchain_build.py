@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from record import save  # benchmarks/record.py: run as a script, this folder is on sys.path
+
 BUILT = re.compile(r"^\[\d+/\d+\] (\S+) (\S+) built in (\d+) s")
 
 
@@ -63,10 +64,7 @@ def main() -> None:
         "largest_process_rss_mib": round(after.ru_maxrss / 1024),
     }
     print(json.dumps(result, indent=2))
-    out = HERE / "results" / f"toolchain_build-{time.strftime('%Y%m%d-%H%M')}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written to {out.relative_to(HERE.parent)}")
+    save("toolchain_build", result)
 
 
 if __name__ == "__main__":

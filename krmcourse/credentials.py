@@ -65,29 +65,39 @@ def connection(kubeconfig: Path) -> Connection:
     return Connection(str(cluster["server"]), _tls(cluster, user, kubeconfig.parent), headers)
 
 
-def _material(entry: dict[str, Any], key: str, base: Path) -> bytes | None:
-    """A certificate or key given inline (``<key>-data``) or as a path, relative to the kubeconfig's folder."""
+def _path(entry: dict[str, Any], key: str, base: Path) -> Path | None:
+    """A certificate or key given as a path, relative to the kubeconfig's folder."""
+    if entry.get(f"{key}-data") or not entry.get(key):
+        return None
+    path = Path(entry[key])
+    return path if path.is_absolute() else base / path
+
+
+def _data(entry: dict[str, Any], key: str, base: Path) -> bytes | None:
+    """A certificate or key given inline (``<key>-data``) or as a path."""
     if entry.get(f"{key}-data"):
         return base64.b64decode(entry[f"{key}-data"])
-    if entry.get(key):
-        path = Path(entry[key])
-        return (path if path.is_absolute() else base / path).read_bytes()
-    return None
+    path = _path(entry, key, base)
+    return path.read_bytes() if path else None
 
 
 def _tls(cluster: dict[str, Any], user: dict[str, Any], base: Path) -> ssl.SSLContext:
     """Trust the cluster's CA (or the system's, when none is named) and present the client certificate."""
-    ca = _material(cluster, "certificate-authority", base)
+    ca = _data(cluster, "certificate-authority", base)
     context = ssl.create_default_context(cadata=ca.decode() if ca else None)
     if cluster.get("insecure-skip-tls-verify"):
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    cert, key = _material(user, "client-certificate", base), _material(user, "client-key", base)
+    cert, key = _path(user, "client-certificate", base), _path(user, "client-key", base)
     if cert and key:
-        # ssl loads a key pair only from files: keep them (mode 0600) just long enough to load them.
+        context.load_cert_chain(str(cert), str(key))
+        return context
+    cert_data, key_data = _data(user, "client-certificate", base), _data(user, "client-key", base)
+    if cert_data and key_data:
+        # ssl loads a key pair only from files: keep inline ones (mode 0600) just long enough to load them.
         with tempfile.TemporaryDirectory(prefix="krmcourse-tls-") as tmp:
             files = []
-            for name, data in (("client.crt", cert), ("client.key", key)):
+            for name, data in (("client.crt", cert_data), ("client.key", key_data)):
                 path = Path(tmp) / name
                 with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as fh:
                     fh.write(data)

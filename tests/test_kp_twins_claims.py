@@ -42,9 +42,9 @@ def test_only_the_admin_writes_the_cluster_twin(twins: Lab) -> None:
         "spec: {allowedRegistries: [x.io]}\n"
     )
     assert (
-        "forbidden" in helpers.kubectl_as(twins, "dev", "team-a", "create", "-f", "-", input=policy).lower()
+        "forbidden" in twins.kubectl_as("dev", "team-a", "create", "-f", "-", input=policy).lower()
     )
-    assert "created" in helpers.kubectl_as(twins, "admin", "platform", "create", "-f", "-", input=policy)
+    assert "created" in twins.kubectl_as("admin", "platform", "create", "-f", "-", input=policy)
     assert helpers.can_i(twins, "dev", "team-a", "create", "imagepolicies.twins.krmcourse.dev", "team-a")
     assert not helpers.can_i(twins, "dev", "team-a", "create", "imagepolicies.twins.krmcourse.dev", "team-b")
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from krmcourse import probe
+from krmcourse.webhooks import make_tls
 
 pytestmark = pytest.mark.cluster
 
@@ -59,11 +60,7 @@ def test_a_token_is_sent_and_rbac_still_applies(sandbox, namespace):
 
 
 def test_a_server_vouched_for_by_another_ca_reads_as_not_ready(sandbox, tmp_path):
-    ca = sandbox.kubeconfig.parent / "pki" / "ca.crt"
-    other = tmp_path / "other-ca.crt"
-    # Any valid CA certificate that did not sign the server's: the system bundle has plenty.
-    other.write_text(Path(_system_bundle()).read_text())
-    assert other.read_bytes() != ca.read_bytes()
+    other = make_tls(tmp_path / "other", hosts=["127.0.0.1"]).ca_cert  # a CA that never signed the server's
 
     def distrust(cluster, _user):
         cluster["certificate-authority"] = str(other)
@@ -81,12 +78,3 @@ def test_credentials_it_does_not_understand_leave_the_work_to_kubectl(sandbox, t
 
     assert probe.for_kubeconfig(_rewrite(sandbox.kubeconfig, tmp_path / "exec.yaml", exec_plugin)) is None
 
-
-def _system_bundle() -> str:
-    import ssl
-
-    paths = ssl.get_default_verify_paths()
-    for candidate in (paths.cafile, "/etc/ssl/certs/ca-certificates.crt"):
-        if candidate and Path(candidate).is_file():
-            return candidate
-    pytest.skip("no system CA bundle to distrust the cluster with")

@@ -1,13 +1,8 @@
-"""Notebook helpers for the claims lab: act as a team identity, and read bindings."""
+"""Notebook helpers for the claims lab: read a binding from both sides."""
 
 from __future__ import annotations
 
 from krmcourse import Lab
-
-
-def kubectl_as(lab: Lab, serviceaccount: str, namespace: str, *args: str, input: str | None = None) -> str:
-    """kubectl with a ServiceAccount's own token: stdout, or the server's refusal (see Lab.kubectl_as)."""
-    return lab.kubectl_as(serviceaccount, namespace, *args, input=input)
 
 
 def binding(lab: Lab, namespace: str, claim: str) -> tuple[str, str]:

@@ -1,13 +1,8 @@
-"""Notebook helpers for the twins lab: act as a team or admin identity, and find twin pairs in discovery."""
+"""Notebook helpers for the twins lab: check what an identity may do, and find twin pairs in discovery."""
 
 from __future__ import annotations
 
 from krmcourse import Lab
-
-
-def kubectl_as(lab: Lab, serviceaccount: str, namespace: str, *args: str, input: str | None = None) -> str:
-    """kubectl with a ServiceAccount's own token: stdout, or the server's refusal (see Lab.kubectl_as)."""
-    return lab.kubectl_as(serviceaccount, namespace, *args, input=input)
 
 
 def can_i(lab: Lab, serviceaccount: str, namespace: str, verb: str, resource: str, where: str | None) -> bool:
