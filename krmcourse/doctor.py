@@ -7,6 +7,7 @@ whose processes are gone. Both happen when a machine or kernel dies mid-lab.
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from .kubectl import kubectl_binary
 from .paths import state_dir
 from .processes import MARKER
 from .providers.kind import KindProvider
-from .providers.kwok import KwokProvider
+from .providers.kwok import KwokProvider, stop_process
 
 
 @dataclass
@@ -101,11 +102,9 @@ def fix() -> list[str]:
     """Stop leaked processes and remove broken cluster folders."""
     done = []
     for proc in leaked_processes():
-        try:
-            proc.kill()
-            done.append(f"stopped leaked process {proc.pid}")
-        except psutil.Error:
-            continue
+        # At once, and wait until it has gone: a cluster's data is disposable.
+        stop_process(proc.pid, (signal.SIGKILL,))
+        done.append(f"stopped leaked process {proc.pid}")
     provider = KwokProvider()
     for cluster in stale_clusters():
         provider.delete(cluster)

@@ -219,7 +219,7 @@ class KwokProvider(Provider):
         # kwokctl sends SIGKILL and does not wait; a half-created cluster may have no record of some of
         # it. Wait for (or kill) whatever is left of our processes, then remove the folder.
         for pid in ours:
-            _kill(pid)
+            stop_process(pid)
         shutil.rmtree(self.cluster_dir(cluster), ignore_errors=True)
         for extra in self.workdir.glob(f"clusters/.{cluster}-*"):
             extra.unlink(missing_ok=True)
@@ -294,13 +294,14 @@ def _runs_from(pid: int, folder: Path) -> bool:
         return False
 
 
-def _kill(pid: int) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+def stop_process(pid: int, signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGKILL)) -> None:
+    """Send each signal in turn, until the process (every thread of it) has gone."""
+    for sig in signals:
         if not _alive(pid):
             return
         try:
             os.kill(pid, sig)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):  # gone, or never ours
             return
         for _ in range(30):
             if not _alive(pid):
