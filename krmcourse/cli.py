@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from . import catalog, doctor, toolchain, workshop
 from .errors import KrmcourseError
-from .lab import Lab
+from .lab import Lab, recorded
+from .providers import Provider, owning_providers
 
 FIRST_LAB = "welcome"
 
@@ -38,8 +39,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     if args.all:
-        for cluster in _running_clusters():
-            _down_cluster(cluster)
+        for provider, cluster in _running_clusters():
+            _down_cluster(provider, cluster)
         return 0
     if not args.lab:
         raise KrmcourseError("Name a lab to take down, or use --all.", "krmcourse down LAB")
@@ -47,23 +48,18 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _running_clusters() -> list[str]:
-    from .providers.kwok import KwokProvider
+def _running_clusters() -> list[tuple[Provider, str]]:
+    """Every cluster of this state folder, on every provider that owns its clusters."""
+    return [(provider, cluster) for provider in owning_providers() for cluster in provider.clusters()]
 
-    return KwokProvider().clusters()
 
-
-def _down_cluster(cluster: str) -> None:
-    """Take a cluster down by its name, even when its lab folder has since gone."""
-    for name in catalog.names():
-        if cluster == f"krm-{name}" or cluster.startswith(f"krm-{name}-"):
-            instance = cluster.removeprefix(f"krm-{name}").removeprefix("-") or None
-            if instance is None or catalog.NAME.match(instance):
-                Lab(name, instance=instance, say=_say).down()
-                return
-    from .providers.kwok import KwokProvider
-
-    KwokProvider().delete(cluster)
+def _down_cluster(provider: Provider, cluster: str) -> None:
+    """Take a cluster down, through its lab when the record says which, else by the provider alone."""
+    record = recorded(cluster)
+    if record and record["lab"] in catalog.names():
+        Lab(record["lab"], instance=record.get("instance"), provider=provider, say=_say).down()
+        return
+    provider.delete(cluster)
     print(f"cluster {cluster} deleted")
 
 
@@ -162,11 +158,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_toolchain(args: argparse.Namespace) -> int:
+    provider = args.provider or os.environ.get("KRMCOURSE_PROVIDER") or "kwok"
     if args.action == "install":
-        toolchain.install(_say, force=args.force)
+        toolchain.install(_say, force=args.force, provider=provider)
     else:
-        for name, version, built, folder in toolchain.describe():
-            print(f"{name:<12} {version:<10} {'built' if built else 'not built':<10} {folder}")
+        for name, version, built, folder in toolchain.describe(provider):
+            print(f"{name:<16} {version:<10} {'built' if built else 'not built':<10} {folder}")
+        if provider == "kind":
+            from . import nodeimage
+
+            image = nodeimage.chosen_image() or "kind's published image (KRMCOURSE_KIND_IMAGE=published)"
+            print(f"{'node image':<16} {'':<10} {'ready' if nodeimage.ready() else 'not made':<10} {image}")
     return 0
 
 
@@ -178,7 +180,9 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
 def cmd_start(args: argparse.Namespace) -> int:
     """Everything a learner needs: toolchain, the first lab, and JupyterLab on the notebooks."""
-    toolchain.install(_say)
+    provider = os.environ.get("KRMCOURSE_PROVIDER") or "kwok"
+    if provider in ("kwok", "kind"):
+        toolchain.install(_say, provider=provider)
     Lab(FIRST_LAB, say=_say).up()
     if args.no_browser_lab:
         return 0
@@ -237,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("toolchain", help="build or show the lab control plane binaries")
     p.add_argument("action", choices=["install", "status"])
     p.add_argument("--force", action="store_true", help="rebuild even if built")
+    p.add_argument("--provider", choices=["kwok", "kind"],
+                   help="what to build for (default: $KRMCOURSE_PROVIDER, else kwok); kind adds kind, the "
+                        "node's programs and a node image made here")
     p.set_defaults(fn=cmd_toolchain)
     p = sub.add_parser("dataset", help="rebuild the ecosystem tables in datasets/ (--check: compare only)")
     p.add_argument("action", choices=["rebuild"])

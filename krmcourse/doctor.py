@@ -6,6 +6,7 @@ whose processes are gone. Both happen when a machine or kernel dies mid-lab.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import sys
@@ -16,10 +17,12 @@ import psutil
 
 from . import pins, toolchain
 from .kubectl import kubectl_binary
+from .lab import recorded
 from .paths import state_dir
 from .processes import MARKER
-from .providers.kind import KindProvider
-from .providers.kwok import KwokProvider, stop_process
+from .providers import Provider, owning_providers
+from .providers.kind import NO_ENGINE_HINT, KindProvider
+from .providers.kwok import stop_process
 
 
 @dataclass
@@ -31,15 +34,17 @@ class Finding:
 
 def leaked_processes() -> list[psutil.Process]:
     """Processes krmcourse started whose cluster or lab folder no longer exists."""
-    clusters = state_dir() / "kwok" / "clusters"
+    # Both providers start their processes from the cluster's own folder (kwokctl links the binaries
+    # into its bin/; the kind provider runs kwok from its bin/), beside the cluster's kubeconfig.
+    roots = [state_dir() / "kwok" / "clusters", state_dir() / "kind"]
     leaked = []
     for proc in psutil.process_iter(["pid", "exe", "cmdline"]):
         try:
-            # kwokctl links the binaries into each cluster's bin/ and starts them by that path.
             exe = (proc.info["cmdline"] or [""])[0]
-            if exe.startswith(str(clusters) + "/"):
-                cluster = Path(exe).relative_to(clusters).parts[0]
-                if not (clusters / cluster / "kubeconfig.yaml").exists():
+            root = next((r for r in roots if exe.startswith(str(r) + "/")), None)
+            if root is not None:
+                cluster = Path(exe).relative_to(root).parts[0]
+                if not (root / cluster / "kubeconfig.yaml").exists():
                     leaked.append(proc)
                 continue
             environ = proc.environ()
@@ -52,10 +57,17 @@ def leaked_processes() -> list[psutil.Process]:
     return [p for p in leaked if p.pid != psutil.Process().pid]
 
 
-def stale_clusters() -> list[str]:
-    """Cluster folders whose control plane is not (fully) running."""
-    provider = KwokProvider()
-    return [c for c in provider.clusters() if not all(provider.health(c).values())]
+def stale_clusters() -> list[tuple[Provider, str]]:
+    """Clusters of this state folder whose control plane is not (fully) running, on every provider."""
+    return [(p, c) for p in owning_providers() for c in p.clusters() if not all(p.health(c).values())]
+
+
+def _lab_words(cluster: str) -> str:
+    """How to name a cluster's lab on the command line: 'LAB' or 'LAB --instance I'."""
+    record = recorded(cluster)
+    if record is None:
+        return cluster.removeprefix("krm-")
+    return record["lab"] + (f" --instance {record['instance']}" if record.get("instance") else "")
 
 
 def examine() -> list[Finding]:
@@ -71,18 +83,23 @@ def examine() -> list[Finding]:
     out.append(Finding(have is not None and have >= pins.GO_MINIMUM,
                        f"Go: {'.'.join(map(str, have)) if have else 'not found'} (need {need}+ to build)",
                        f"Install Go {need}+, or use kind (KRMCOURSE_PROVIDER=kind) if you have Docker."))
-    for name, version, built, folder in toolchain.describe():
+    for name, version, built, folder in toolchain.describe(os.environ.get("KRMCOURSE_PROVIDER") or "kwok"):
         out.append(Finding(built, f"{name} {version}: {'built in ' + str(folder) if built else 'not built'}",
                            "Run 'krmcourse toolchain install' (a cold build takes a while, once)."))
     kind = KindProvider()
     problem = kind.usable()
-    out.append(Finding(True, "kind provider: " + ("usable" if problem is None else f"not usable ({problem})")))
-    for cluster in stale_clusters():
-        health = KwokProvider().health(cluster)
-        down = ", ".join(c for c, ok in health.items() if not ok)
-        out.append(Finding(False, f"cluster {cluster} is broken: {down} not running",
-                           f"'krmcourse reset {cluster.removeprefix('krm-')}' recreates it, "
-                           f"'krmcourse down {cluster.removeprefix('krm-')}' removes it."))
+    wanted = os.environ.get("KRMCOURSE_PROVIDER") == "kind"
+    hint = NO_ENGINE_HINT if problem and kind.engine_problem() else ""
+    out.append(Finding(problem is None or not wanted,
+                       "kind provider: " + ("usable" if problem is None else f"not usable ({problem})"), hint))
+    for provider, cluster in stale_clusters():
+        down = ", ".join(c for c, ok in provider.health(cluster).items() if not ok)
+        words = _lab_words(cluster)
+        out.append(Finding(False, f"cluster {cluster} ({provider.name}) is broken: {down} not running",
+                           f"'krmcourse reset {words}' recreates it, 'krmcourse down {words}' removes it."))
+    for name in kind.orphans():
+        out.append(Finding(False, f"kind cluster {name} has no state folder any more (a crashed kernel or "
+                                  "test run left it)", "'krmcourse doctor --fix' deletes it."))
     failed = sorted((state_dir() / "failed").glob("*"))
     if failed:
         out.append(Finding(True, f"{len(failed)} failed start(s) left their component logs in "
@@ -105,11 +122,14 @@ def fix() -> list[str]:
         # At once, and wait until it has gone: a cluster's data is disposable.
         stop_process(proc.pid, (signal.SIGKILL,))
         done.append(f"stopped leaked process {proc.pid}")
-    provider = KwokProvider()
-    for cluster in stale_clusters():
+    for provider, cluster in stale_clusters():
         provider.delete(cluster)
         shutil.rmtree(state_dir() / "labs" / cluster, ignore_errors=True)
         done.append(f"removed broken cluster {cluster}")
+    kind = KindProvider()
+    for name in kind.orphans():
+        kind.remove_orphan(name)
+        done.append(f"deleted kind cluster {name}, whose state folder had gone")
     if (state_dir() / "failed").is_dir():
         shutil.rmtree(state_dir() / "failed")
         done.append("removed the logs of failed starts")

@@ -57,10 +57,25 @@ class PortInUseError(ProviderError):
     """A port the cluster needs is taken by another process."""
 
 
+class CapabilityError(ProviderError):
+    """The lab asked its provider for something only other providers can do."""
+
+    def __init__(self, provider: str, capability: str, what: str) -> None:
+        super().__init__(f"The {provider} provider cannot {what} (it lacks the '{capability}' capability).",
+                         "Skip this step, or run the lab on a provider that has it: KRMCOURSE_PROVIDER=kwok "
+                         "(the default) can do everything the course shows.")
+        self.provider = provider
+        self.capability = capability
+
+
 class ClusterError(KrmcourseError):
     """A lab cluster failed to start, is unhealthy, or its state folder is broken (exit code 5)."""
 
     exit_code = 5
+
+
+class ComponentStoppedError(ClusterError):
+    """A control-plane component stopped while its cluster was starting; a fresh start may succeed."""
 
 
 class KubectlError(KrmcourseError):

@@ -22,13 +22,19 @@ from typing import Any, TypeVar
 import yaml
 
 from . import catalog, exercises, kubectl, probe, providers
-from .errors import ClusterError, KubectlError, UsageError
+from .errors import ClusterError, ComponentStoppedError, KubectlError, UsageError
 from .paths import private_file, state_dir
 from .processes import ManagedProcess, kill_recorded
 from .providers import ClusterOptions, Provider
 
 T = TypeVar("T")
 Say = Callable[[str], None]
+
+#: The label of the nodes kwok simulates, on every provider: select nodes by it, never by name.
+SIMULATED_NODES = "type=kwok"
+NODE_PREFIX = "kwok-node-"
+#: The file in a cluster's home folder that records its lab, instance and provider.
+RECORD = "lab.json"
 
 
 def _stderr(msg: str) -> None:
@@ -69,9 +75,9 @@ class Lab:
     def provider(self) -> Provider:
         if self._provider is None:
             choice = self._provider_choice if isinstance(self._provider_choice, str) else None
-            record = self.home / "provider"
-            if choice is None and record.is_file():
-                choice = record.read_text().strip()
+            record = recorded(self.cluster)
+            if choice is None and record:
+                choice = record["provider"]
             self._provider = providers.select(choice)
         return self._provider
 
@@ -148,14 +154,18 @@ class Lab:
             try:
                 self._create(port)
                 break
-            except ClusterError as exc:
-                # kwok gives up if the API server is slow to answer on a loaded machine, and nothing
-                # restarts a component that died; one fresh attempt clears that.
+            except ComponentStoppedError:
+                # A component can give up when the API server is slow to answer on a loaded machine, and
+                # nothing restarts it then; one fresh attempt clears that.
                 self._keep_logs()
                 self._teardown()
-                if attempt == 2 or "Not running" not in exc.message:
+                if attempt == 2:
                     raise
                 self.say(f"Lab {self.name}: a component died while the cluster started; trying once more.")
+            except ClusterError:
+                self._keep_logs()
+                self._teardown()
+                raise
             except BaseException as exc:
                 # Ctrl-C or a failure half-way: leave no process, port or folder behind, but keep the
                 # component logs of a failure so that the reason can still be read.
@@ -174,7 +184,8 @@ class Lab:
         started = time.monotonic()
         self.startup.clear()
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "provider").write_text(self.provider.name)
+        (self.home / RECORD).write_text(json.dumps({"lab": self.name, "instance": self.instance,
+                                                    "provider": self.provider.name}))
         self.provider.create(self._options(port), self.say)
         self.startup["cluster created"] = time.monotonic() - started
         self._forget_api()
@@ -203,7 +214,7 @@ class Lab:
             if restarted:
                 self.say(f"Lab {self.name}: {', '.join(restarted)} stopped while the API server was starting; "
                          "started again.")
-            if self.provider.name == "kwok" and self.spec.nodes > 0:
+            if self.simulates_nodes and self.spec.nodes > 0:
                 self._create_nodes(fast)
             # Both come from controllers (kwok marks nodes Ready, kube-controller-manager creates the
             # ServiceAccount), so wait for them together, and stop waiting if a component stops.
@@ -219,10 +230,11 @@ class Lab:
         except (TimeoutError, KubectlError) as exc:
             down = [c for c, ok in self.provider.health(self.cluster).items() if not ok]
             detail = "".join(self._log_tail(c) for c in down[:2])
-            raise ClusterError(f"Lab {self.name}: {exc}." + (f" Not running: {', '.join(down)}." if down else "")
-                               + detail,
-                               f"See the component logs in {self.kubeconfig.parent / 'logs'}; "
-                               f"'krmcourse reset {self.name}' tries again from scratch.") from exc
+            error = ComponentStoppedError if down else ClusterError
+            raise error(f"Lab {self.name}: {exc}." + (f" Not running: {', '.join(down)}." if down else "")
+                        + detail,
+                        f"See the component logs in {self.kubeconfig.parent / 'logs'}; "
+                        f"'krmcourse reset {self.name}' tries again from scratch.") from exc
         finally:
             if fast is not None:
                 fast.close()
@@ -241,10 +253,17 @@ class Lab:
         tail = log.read_text(errors="replace").strip().splitlines()[-lines:]
         return f"\n--- last lines of {component}.log ---\n" + "\n".join(tail)
 
+    @property
+    def simulates_nodes(self) -> bool:
+        """Whether kwok looks after this lab's nodes (it does on every provider that owns its cluster)."""
+        return self.provider.can("simulated-nodes")
+
     def _nodes_ready(self, fast: probe.ApiProbe | None = None) -> bool:
-        if self.provider.name != "kwok" or self.spec.nodes == 0:
+        if not self.simulates_nodes or self.spec.nodes == 0:
             return True
-        nodes = (fast.get_json("/api/v1/nodes") if fast else json.loads(self.kubectl("get", "nodes", "-o", "json")))
+        path = f"/api/v1/nodes?labelSelector={SIMULATED_NODES}"
+        nodes = (fast.get_json(path) if fast else
+                 json.loads(self.kubectl("get", "nodes", "-l", SIMULATED_NODES, "-o", "json")))
         ready = [n for n in (nodes or {}).get("items", [])
                  if any(c["type"] == "Ready" and c["status"] == "True"
                         for c in n.get("status", {}).get("conditions", []))]
@@ -256,7 +275,7 @@ class Lab:
         return True
 
     def _create_nodes(self, fast: probe.ApiProbe | None) -> None:
-        nodes = [_node(f"kwok-node-{i}") for i in range(self.spec.nodes)]
+        nodes = [_node(f"{NODE_PREFIX}{i}") for i in range(self.spec.nodes)]
         if fast is None:
             self.apply(nodes)
             return
@@ -435,8 +454,22 @@ class Lab:
         return self.kubectl("get", "--raw", "/metrics")
 
     def component_pids(self) -> dict[str, int]:
-        """Process ids of the control-plane components (kwok provider only)."""
+        """Process ids of the components this machine runs for the cluster (all of them on kwok)."""
         return self.provider.pids(self.cluster)
+
+    def nodes(self) -> list[str]:
+        """The names of the lab's simulated nodes, found by their label (as every notebook should)."""
+        listing = json.loads(self.kubectl("get", "nodes", "-l", SIMULATED_NODES, "-o", "json"))
+        return sorted(n["metadata"]["name"] for n in listing["items"])
+
+    @property
+    def host_address(self) -> str:
+        """Where a server on this machine listens for the lab's API server (webhooks): see Provider."""
+        return self.provider.host_address(self.cluster)
+
+    def can(self, capability: str) -> bool:
+        """Whether the lab's provider offers a capability, e.g. ``lab.can("etcd")``."""
+        return self.provider.can(capability)
 
     # ----------------------------------------------------------------- identities
     def kubeconfig_for(self, serviceaccount: str, namespace: str, hours: int = 12) -> Path:
@@ -516,6 +549,15 @@ class Lab:
     def solve(self, exercise: str) -> None:
         """Apply the reference solution of ``exercise``."""
         exercises.solve(self, exercise)
+
+
+def recorded(cluster: str) -> dict[str, Any] | None:
+    """What created a cluster of this state folder: its lab, instance and provider; None if unknown."""
+    try:
+        record = json.loads((state_dir() / "labs" / cluster / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and {"lab", "provider"} <= record.keys() else None
 
 
 def _node(name: str) -> dict:

@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -39,3 +42,19 @@ def private_file(path: Path, text: str) -> Path:
         fh.write(text)
     os.chmod(path, 0o600)
     return path
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing) while the block runs; wait for it first.
+
+    The lock is machine-wide for everyone who uses the same path, and the kernel drops it when its
+    holder dies, so a crash never leaves it stuck.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -16,3 +16,17 @@ GO_MINIMUM = (1, 26)
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 KWOK_COMMANDS = ("kwok", "kwokctl")
+
+# ---- the kind provider's node image, built here when no published one can be pulled
+KIND = "v0.33.0"
+#: What the node runs, as in kind v0.33.0's own base image.
+CONTAINERD = "v2.3.4"
+RUNC = "v1.4.3"
+#: The Debian release the node's root file system is made from.
+DEBIAN = "bookworm"
+#: The versions kubeadm v1.36.3 asks for (cmd/kubeadm/app/constants), so that every preloaded image
+#: carries the name kubeadm expects and holds the program of that very version.
+NODE_ETCD = "v3.6.8"
+COREDNS = "v1.14.2"
+#: Programs of the node itself; kube-proxy runs there as a DaemonSet of its own image.
+KUBERNETES_NODE_COMMANDS = ("kubelet", "kubeadm", "kubectl", "kube-proxy")

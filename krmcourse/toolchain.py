@@ -5,6 +5,10 @@ kube-scheduler, kwok and kwokctl are compiled from source at the versions pinned
 :mod:`krmcourse.pins`, into a per-user cache keyed by version. A component is built once; a later
 ``install`` finds its stamp file and skips it.
 
+The kind provider needs more (``install(provider="kind")``): kind itself, the node's kubelet, kubeadm,
+kubectl and kube-proxy, containerd and runc, the etcd and CoreDNS versions that kubeadm asks for, and
+Kubernetes' own pause program; :mod:`krmcourse.nodeimage` then assembles them into a node image.
+
 ``k8s.io/kubernetes`` cannot be built with a plain ``go install``: its go.mod points every
 ``k8s.io/*`` staging module at ``./staging``. So we write a small wrapper module that requires it and
 replaces each staging module with its published ``v0.Y.Z`` twin, read from that version's own go.mod.
@@ -27,7 +31,7 @@ from pathlib import Path
 
 from . import pins
 from .errors import ToolchainError
-from .paths import cache_dir
+from .paths import cache_dir, file_lock
 
 Say = Callable[[str], None]
 
@@ -45,6 +49,8 @@ class Component:
     name: str
     version: str
     commands: tuple[str, ...]
+    #: Other files the build leaves beside the commands, that count towards "built".
+    files: tuple[str, ...] = ()
 
     @property
     def folder(self) -> Path:
@@ -56,29 +62,61 @@ class Component:
     @property
     def built(self) -> bool:
         stamp = self.folder / ".built"
-        return stamp.is_file() and all(os.access(self.binary(c), os.X_OK) for c in self.commands)
+        return (stamp.is_file() and all(os.access(self.binary(c), os.X_OK) for c in self.commands)
+                and all((self.folder / f).is_file() for f in self.files))
 
 
 KUBERNETES = Component("kubernetes", pins.KUBERNETES, pins.KUBERNETES_COMMANDS)
 ETCD = Component("etcd", pins.ETCD, ("etcd",))
-KWOK = Component("kwok", pins.KWOK, pins.KWOK_COMMANDS)
+KWOK = Component("kwok", pins.KWOK, pins.KWOK_COMMANDS, files=("stages.yaml",))
+#: kwok's own default Stages, as kwokctl gives them to a cluster's kwok: nodes become Ready and keep a
+#: lease, pods run, and finish or go when deleted. A kwok started by hand (on kind) reads this copy.
+KWOK_DEFAULT_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+                       "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
+#: What the default (kwok) provider runs.
 COMPONENTS = (ETCD, KWOK, KUBERNETES)
+
+KIND = Component("kind", pins.KIND, ("kind",))
+KUBERNETES_NODE = Component("kubernetes-node", pins.KUBERNETES, pins.KUBERNETES_NODE_COMMANDS)
+CONTAINERD = Component("containerd", pins.CONTAINERD, ("containerd", "containerd-shim-runc-v2", "ctr"))
+RUNC = Component("runc", pins.RUNC, ("runc",))
+NODE_ETCD = Component("etcd", pins.NODE_ETCD, ("etcd",))
+COREDNS = Component("coredns", pins.COREDNS, ("coredns",))
+PAUSE = Component("pause", pins.KUBERNETES, ("pause",))
+#: What the kind provider needs on top: the control-plane binaries above go into its node image too,
+#: and kwok plays the simulated nodes on every provider.
+KIND_COMPONENTS = (*COMPONENTS, KIND, KUBERNETES_NODE, CONTAINERD, RUNC, NODE_ETCD, COREDNS, PAUSE)
+
+
+def components(provider: str = "kwok") -> tuple[Component, ...]:
+    """What a provider needs built. kind with a ready-made node image (KRMCOURSE_KIND_IMAGE) needs only
+    kind itself and kwok."""
+    if provider != "kind":
+        return COMPONENTS
+    return (KWOK, KIND) if os.environ.get("KRMCOURSE_KIND_IMAGE") else KIND_COMPONENTS
 
 
 def binary(command: str) -> Path:
-    """The cached path of one command, e.g. ``binary("kube-apiserver")``."""
-    for component in COMPONENTS:
+    """The cached path of one command, e.g. ``binary("kube-apiserver")`` or ``binary("kind")``."""
+    for component in (*COMPONENTS, KIND):
         if command in component.commands:
             return component.binary(command)
     raise KeyError(command)
 
 
-def is_installed() -> bool:
-    return all(c.built for c in COMPONENTS)
+def is_installed(provider: str = "kwok") -> bool:
+    """Every component built; for kind, the node image made too (unless a published one is used)."""
+    if not all(c.built for c in components(provider)):
+        return False
+    if provider == "kind":
+        from . import nodeimage
+
+        return nodeimage.ready()
+    return True
 
 
-def missing() -> list[str]:
-    return [f"{c.name} {c.version}" for c in COMPONENTS if not c.built]
+def missing(provider: str = "kwok") -> list[str]:
+    return [f"{c.name} {c.version}" for c in components(provider) if not c.built]
 
 
 def go_version(go: str | None = None) -> tuple[int, int] | None:
@@ -112,7 +150,7 @@ def require_go() -> str:
 def _go_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     # A static build with no cgo, and never a silent toolchain download.
-    env.update(CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-buildvcs=false", **extra)
+    env.update({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false", **extra})
     return env
 
 
@@ -148,13 +186,30 @@ def _run_go(go: str, args: list[str], cwd: Path, say: Say, label: str, **env: st
                              "'krmcourse toolchain install' again; finished components are kept.")
 
 
-def _download_gomod(go: str, module: str, version: str, cwd: Path) -> str:
+def _download(go: str, module: str, version: str, cwd: Path) -> dict[str, str]:
     out = subprocess.run([go, "mod", "download", "-json", f"{module}@{version}"], cwd=cwd,
                          env=_go_env(), capture_output=True, text=True)
     if out.returncode != 0:
         raise ToolchainError(f"Could not fetch {module}@{version}: {out.stdout or out.stderr}",
                              "Check that the Go module proxy is reachable (GOPROXY).")
-    return Path(json.loads(out.stdout)["GoMod"]).read_text()
+    return dict(json.loads(out.stdout))
+
+
+def _download_gomod(go: str, module: str, version: str, cwd: Path) -> str:
+    return Path(_download(go, module, version, cwd)["GoMod"]).read_text()
+
+
+def _module_dir(go: str, module: str, version: str, cwd: Path) -> Path:
+    """The unpacked source of one module version, in Go's module cache (read-only)."""
+    return Path(_download(go, module, version, cwd)["Dir"])
+
+
+def module_source(module: str, version: str) -> Path:
+    """Public form of :func:`_module_dir`, for the node image's files from kind's own module."""
+    go = require_go()
+    with tempfile.TemporaryDirectory(prefix="krmcourse-mod-") as tmp:
+        (Path(tmp) / "go.mod").write_text("module krmcourse.local/probe\n\ngo 1.26.0\n")
+        return _module_dir(go, module, version, Path(tmp))
 
 
 def staging_modules(kubernetes_gomod: str) -> list[str]:
@@ -199,41 +254,105 @@ def _build_into(component: Component, say: Say, build: Callable[[str, Path, Path
         out.rename(component.folder)
 
 
-def _build_kubernetes(go: str, work: Path, out: Path, say: Say) -> None:
-    version = KUBERNETES.version
+def _build_kubernetes(go: str, work: Path, out: Path, say: Say, component: Component = KUBERNETES) -> None:
+    version = component.version
     (work / "go.mod").write_text("module krmcourse.local/probe\n\ngo 1.26.0\n")
     staging = staging_modules(_download_gomod(go, "k8s.io/kubernetes", version, work))
     if not staging:
         raise ToolchainError(f"Found no staging modules in the go.mod of Kubernetes {version}.",
                              "The pin in krmcourse/pins.py may be wrong.")
-    packages = [f"k8s.io/kubernetes/cmd/{c}" for c in KUBERNETES.commands]
+    packages = [f"k8s.io/kubernetes/cmd/{c}" for c in component.commands]
     (work / "go.mod").write_text(wrapper_gomod(version, staging))
     (work / "tools.go").write_text(_wrapper_imports(packages))
     say(f"  resolving the modules of Kubernetes {version} ({len(staging)} staging modules)")
     _run_go(go, ["mod", "tidy"], work, say, "go mod tidy")
     _run_go(go, ["build", "-v", "-trimpath", "-ldflags", version_ldflags(version), "-o", str(out) + "/",
-                 *packages], work, say, "Kubernetes")
+                 *packages], work, say, component.name)
 
 
-def _build_etcd(go: str, work: Path, out: Path, say: Say) -> None:
-    module = "go.etcd.io/etcd/server/v3"
-    (work / "go.mod").write_text(f"module krmcourse.local/etcd\n\ngo 1.26.0\n\nrequire {module} {ETCD.version}\n")
-    (work / "tools.go").write_text(_wrapper_imports([module]))
+def _build_module(go: str, work: Path, out: Path, say: Say, component: Component, module: str,
+                  packages: list[str], tags: str = "", cgo: bool = False) -> None:
+    """Build ``packages`` of ``module`` at the component's version, through a wrapper module.
+
+    A wrapper (rather than ``go install``) also builds modules whose go.mod has replace directives.
+    """
+    (work / "go.mod").write_text(f"module krmcourse.local/{component.name}\n\ngo 1.26.0\n\n"
+                                 f"require {module} {component.version}\n")
+    (work / "tools.go").write_text(_wrapper_imports(packages))
     _run_go(go, ["mod", "tidy"], work, say, "go mod tidy")
-    _run_go(go, ["build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "etcd"), module],
-            work, say, "etcd")
+    target = str(out / component.commands[0]) if len(packages) == 1 else str(out) + "/"
+    env = {"CGO_ENABLED": "1"} if cgo else {}
+    _run_go(go, ["build", "-v", "-trimpath", *(["-tags", tags] if tags else []), "-ldflags", "-s -w", "-o",
+                 target, *packages], work, say, component.name, **env)
 
 
-def _build_kwok(go: str, work: Path, out: Path, say: Say) -> None:
-    targets = [f"sigs.k8s.io/kwok/cmd/{c}@{KWOK.version}" for c in KWOK.commands]
+def _build_etcd(go: str, work: Path, out: Path, say: Say, component: Component = ETCD) -> None:
+    module = "go.etcd.io/etcd/server/v3"
+    _build_module(go, work, out, say, component, module, [module])
+
+
+def _build_kwok(go: str, work: Path, out: Path, say: Say, component: Component = KWOK) -> None:
+    targets = [f"sigs.k8s.io/kwok/cmd/{c}@{component.version}" for c in component.commands]
     _run_go(go, ["install", "-v", "-trimpath", "-ldflags", "-s -w", *targets], work, say, "kwok",
             GOBIN=str(out))
+    (work / "go.mod").write_text("module krmcourse.local/probe\n\ngo 1.26.0\n")
+    stages = _module_dir(go, "sigs.k8s.io/kwok", component.version, work) / "kustomize" / "stage"
+    (out / "stages.yaml").write_text("---\n".join((stages / f).read_text() for f in KWOK_DEFAULT_STAGES))
 
 
-BUILDERS: dict[str, Callable[[str, Path, Path, Say], None]] = {
+def _build_kind(go: str, work: Path, out: Path, say: Say, component: Component = KIND) -> None:
+    _run_go(go, ["install", "-v", "-trimpath", "-ldflags", "-s -w", f"sigs.k8s.io/kind@{component.version}"],
+            work, say, "kind", GOBIN=str(out))
+
+
+def _build_containerd(go: str, work: Path, out: Path, say: Say, component: Component = CONTAINERD) -> None:
+    module = "github.com/containerd/containerd/v2"
+    # The snapshotters a kind node never uses are left out, as kind's own base image does.
+    _build_module(go, work, out, say, component, module, [f"{module}/cmd/{c}" for c in component.commands],
+                  tags="no_aufs no_zfs no_btrfs no_devmapper")
+
+
+def _build_runc(go: str, work: Path, out: Path, say: Say, component: Component = RUNC) -> None:
+    # runc's namespace set-up is C, and seccomp support links libseccomp: this one needs cgo.
+    for tool, package in (("gcc", "gcc"), ("pkg-config", "pkg-config")):
+        if not shutil.which(tool):
+            raise ToolchainError(f"Building runc for the kind node image needs {tool}.",
+                                 f"Install it (Debian: apt-get install {package} libseccomp-dev), then run "
+                                 "'krmcourse toolchain install --provider kind' again.")
+    _build_module(go, work, out, say, component, "github.com/opencontainers/runc",
+                  ["github.com/opencontainers/runc"], tags="seccomp urfave_cli_no_docs", cgo=True)
+
+
+def _build_coredns(go: str, work: Path, out: Path, say: Say, component: Component = COREDNS) -> None:
+    _build_module(go, work, out, say, component, "github.com/coredns/coredns", ["github.com/coredns/coredns"])
+
+
+def _build_pause(go: str, work: Path, out: Path, say: Say, component: Component = PAUSE) -> None:
+    """Compile Kubernetes' own pause program (C, in its module's build/pause) as a static binary."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        raise ToolchainError("Building the pause program for the kind node image needs a C compiler.",
+                             "Install gcc (Debian: apt-get install gcc), then run "
+                             "'krmcourse toolchain install --provider kind' again.")
+    (work / "go.mod").write_text("module krmcourse.local/probe\n\ngo 1.26.0\n")
+    source = _module_dir(go, "k8s.io/kubernetes", component.version, work) / "build" / "pause" / "linux" / "pause.c"
+    done = subprocess.run([cc, "-Os", "-static", "-Wall", "-Werror", f"-DVERSION={component.version}",
+                           "-o", str(out / "pause"), str(source)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ToolchainError(f"Compiling pause.c failed:\n{done.stderr[-2000:]}",
+                             "Install gcc and the C library's static files (Debian: libc6-dev).")
+
+
+BUILDERS: dict[str, Callable[..., None]] = {
     "kubernetes": _build_kubernetes,
+    "kubernetes-node": _build_kubernetes,
     "etcd": _build_etcd,
     "kwok": _build_kwok,
+    "kind": _build_kind,
+    "containerd": _build_containerd,
+    "runc": _build_runc,
+    "coredns": _build_coredns,
+    "pause": _build_pause,
 }
 
 COLD_BUILD_NOTE = (
@@ -244,31 +363,68 @@ COLD_BUILD_NOTE = (
 )
 
 
-def install(say: Say = print, force: bool = False) -> list[Path]:
-    """Build every component that is not already built at its pinned version. Idempotent."""
-    todo = [c for c in COMPONENTS if force or not c.built]
-    if not todo:
+def install(say: Say = print, force: bool = False, provider: str = "kwok") -> list[Path]:
+    """Build every component that is not already built at its pinned version. Idempotent.
+
+    With ``provider="kind"``, also make the kind node image (:mod:`krmcourse.nodeimage`). Each phase's
+    time goes to ``build-times.json`` in the toolchain cache. Two installs at once (two notebooks, a
+    test run and a terminal) take turns: the second finds what the first built.
+    """
+    with file_lock(cache_dir() / "toolchain" / ".install.lock"):
+        return _install(say, force, provider)
+
+
+def _install(say: Say, force: bool, provider: str) -> list[Path]:
+    wanted = components(provider)
+    todo = [c for c in wanted if force or not c.built]
+    image_needed = False
+    if provider == "kind":
+        from . import nodeimage
+
+        image_needed = force or not nodeimage.ready()
+    if not todo and not image_needed:
         say(f"Toolchain is up to date in {cache_dir() / 'toolchain'}.")
-        return [c.folder for c in COMPONENTS]
-    require_go()
+        return [c.folder for c in wanted]
+    if todo:
+        require_go()
     if KUBERNETES in todo:
         say(COLD_BUILD_NOTE.format(cache=cache_dir() / "toolchain"))
+    steps = len(todo) + int(image_needed)
     for step, component in enumerate(todo, 1):
         started = time.monotonic()
-        say(f"[{step}/{len(todo)}] building {component.name} {component.version}: "
+        say(f"[{step}/{steps}] building {component.name} {component.version}: "
             f"{', '.join(component.commands)}")
-        _build_into(component, say, lambda go, w, o, c=component: BUILDERS[c.name](go, w, o, say))
-        say(f"[{step}/{len(todo)}] {component.name} {component.version} built in "
+        _build_into(component, say, lambda go, w, o, c=component: BUILDERS[c.name](go, w, o, say, c))
+        _record_time(f"{component.name}-{component.version}", time.monotonic() - started)
+        say(f"[{step}/{steps}] {component.name} {component.version} built in "
             f"{time.monotonic() - started:.0f} s")
-    for component in COMPONENTS:
-        for command in component.commands:
-            say(f"  {command}: {component.binary(command)}")
-    return [c.folder for c in COMPONENTS]
+    if image_needed:
+        from . import nodeimage
+
+        say(f"[{steps}/{steps}] making the kind node image")
+        nodeimage.build(say, force=force)
+    if todo:
+        for component in wanted:
+            for command in component.commands:
+                say(f"  {command}: {component.binary(command)}")
+    return [c.folder for c in wanted]
 
 
-def describe() -> list[tuple[str, str, bool, Path]]:
+def _record_time(phase: str, seconds: float) -> None:
+    """Keep each phase's last build time, for the README's figures and for 'toolchain status'."""
+    path = cache_dir() / "toolchain" / "build-times.json"
+    try:
+        times = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        times = {}
+    times[phase] = round(seconds, 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(times, indent=1, sort_keys=True))
+
+
+def describe(provider: str = "kwok") -> list[tuple[str, str, bool, Path]]:
     """(component, version, built, folder) for each component, for ``status`` and ``doctor``."""
-    return [(c.name, c.version, c.built, c.folder) for c in COMPONENTS]
+    return [(c.name, c.version, c.built, c.folder) for c in components(provider)]
 
 
 if __name__ == "__main__":  # pragma: no cover

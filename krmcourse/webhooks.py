@@ -3,8 +3,9 @@
 Why this module exists: the API server calls an admission webhook only over HTTPS, and it trusts the
 webhook only through the ``caBundle`` written into the webhook configuration. kopf's development mode
 can self-sign, but it relies on oscrypto, which breaks on OpenSSL 3, so the labs make their own small
-CA with ``cryptography``. The API server of a lab cluster runs on the host, so a webhook listening on
-``127.0.0.1`` is reachable from it (on kind it is not: the API server runs inside a container there).
+CA with ``cryptography``. Where the webhook listens depends on where the API server runs:
+:func:`endpoint_for` asks the lab's provider (127.0.0.1 for the default provider, whose API server
+is a process here; the container network's gateway on kind, whose API server runs in a container).
 
 The AdmissionReview helpers are pure functions over dicts, so a lab's webhook server stays a thin
 layer over whichever HTTP server it uses.
@@ -147,6 +148,28 @@ def make_tls(
             directory / "tls.key", server_key.private_bytes(pem, key_format, no_password), private=True
         ),
     )
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one webhook served on this machine listens, and the certificate that names that address."""
+
+    host: str
+    port: int
+    tls: TLSMaterial
+
+    def url(self, path: str = "") -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"https://{host}:{self.port}{path}"
+
+
+def endpoint_for(lab: Any, folder: Path) -> Endpoint:
+    """An address the lab's API server can reach on this machine, a free port there, and TLS for it.
+
+    ``lab`` is a :class:`krmcourse.Lab`; its provider knows the address (never 0.0.0.0).
+    """
+    host = lab.host_address
+    return Endpoint(host, free_port(host), make_tls(folder, hosts=(host,)))
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -26,16 +26,47 @@ if _OWN_HOME:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from krmcourse import toolchain
+def run_provider() -> str:
+    """The provider this run's clusters come from: KRMCOURSE_PROVIDER, else the default."""
+    return os.environ.get("KRMCOURSE_PROVIDER") or "kwok"
 
-    if toolchain.is_installed():
-        return
-    skip = pytest.mark.skip(reason="the lab toolchain is not built: run 'krmcourse toolchain install' "
-                                   "(./course test does it for you)")
+
+def _needs_cluster(item: pytest.Item) -> bool:
+    return "cluster" in item.keywords or item.path.suffix == ".ipynb"
+
+
+_PROBLEM: list[str | None] = []
+
+
+def provider_problem() -> str | None:
+    """Why this run's provider cannot start clusters, or None. Asked once per test process."""
+    if not _PROBLEM:
+        from krmcourse import toolchain
+        from krmcourse.providers import select
+
+        name = run_provider()
+        problem = select(name).usable()
+        if problem is None and name in ("kwok", "kind") and not toolchain.is_installed(name):
+            problem = f"the {name} toolchain is not built ({', '.join(toolchain.missing(name)) or 'node image'})"
+        _PROBLEM.append(problem and f"{problem} -> run 'krmcourse toolchain install --provider {name}' "
+                                    "(./course test does it for you)")
+    return _PROBLEM[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Tests of one provider's own machinery run when the run uses that provider: a kwok run says so
+    # rather than failing for want of Docker, and a kind run never skips them.
     for item in items:
-        if "cluster" in item.keywords or item.path.suffix == ".ipynb":
-            item.add_marker(skip)
+        for name in ("kind", "kwok"):
+            if name in item.keywords and run_provider() != name:
+                item.add_marker(pytest.mark.skip(reason=f"tests the {name} provider, and this run uses "
+                                                        f"{run_provider()}: KRMCOURSE_PROVIDER={name} runs it"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A run whose provider cannot work fails every test that needs a cluster, with the reason."""
+    if _needs_cluster(item) and (problem := provider_problem()):
+        pytest.fail(f"the {run_provider()} provider cannot start clusters here: {problem}", pytrace=False)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -43,11 +74,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not _OWN_HOME:
         return
     from krmcourse.paths import state_dir
+    from krmcourse.providers.kind import KindProvider
     from krmcourse.providers.kwok import KwokProvider
 
-    provider = KwokProvider()
-    for cluster in provider.clusters():
-        provider.delete(cluster)
+    for provider in (KwokProvider(), KindProvider()):
+        for cluster in provider.clusters():  # this run's state folder only
+            provider.delete(cluster)
     shutil.rmtree(state_dir(), ignore_errors=True)
 
 

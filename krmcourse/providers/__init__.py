@@ -17,7 +17,12 @@ from .kwok import KwokProvider
 
 PROVIDERS: dict[str, type[Provider]] = {"kwok": KwokProvider, "kind": KindProvider, "existing": ExistingProvider}
 
-__all__ = ["ClusterOptions", "Provider", "check_port_free", "select", "PROVIDERS"]
+__all__ = ["ClusterOptions", "Provider", "check_port_free", "owning_providers", "select", "PROVIDERS"]
+
+
+def owning_providers() -> list[Provider]:
+    """The providers that create (and so must clean up) clusters of their own."""
+    return [KwokProvider(), KindProvider()]
 
 
 def select(name: str | None = None) -> Provider:

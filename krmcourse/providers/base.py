@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import PortInUseError
+from ..errors import CapabilityError, PortInUseError
 
 Say = Callable[[str], None]
 
@@ -26,10 +27,20 @@ class ClusterOptions:
     ports: list[int] = field(default_factory=list)
 
 
+#: What a provider may be able to do beyond creating and deleting clusters, by name.
+#: - ``simulated-nodes``: kwok runs beside the cluster and looks after Nodes annotated for it;
+#: - ``etcd``: read keys straight from the cluster's etcd;
+#: - ``control-plane-flags``: show kube-apiserver's command line;
+#: - ``audit-log``: the API server writes an audit log that krmcourse can read.
+CAPABILITIES = ("simulated-nodes", "etcd", "control-plane-flags", "audit-log")
+
+
 class Provider(ABC):
     """A way to get a Kubernetes cluster for a lab."""
 
     name: str
+    #: The names from CAPABILITIES that this provider offers.
+    capabilities: frozenset[str] = frozenset()
 
     @abstractmethod
     def usable(self) -> str | None:
@@ -67,6 +78,47 @@ class Provider(ABC):
     def owns_clusters(self) -> bool:
         """False when the provider only borrows a cluster that someone else runs."""
         return True
+
+    def can(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def require(self, capability: str, what: str) -> None:
+        """Raise CapabilityError, naming this provider, unless it offers ``capability``."""
+        if capability not in self.capabilities:
+            raise CapabilityError(self.name, capability, what)
+
+    def host_address(self, cluster: str) -> str:
+        """The address of this machine as the cluster's API server sees it, for webhooks served here.
+
+        A server meant for the API server listens there (never on 0.0.0.0), and a TLS certificate for
+        it names this address.
+        """
+        return "127.0.0.1"
+
+    def apiserver_flags(self, cluster: str) -> dict[str, str]:
+        """kube-apiserver's ``--flag=value`` arguments."""
+        self.require("control-plane-flags", "show kube-apiserver's command line")
+        return {}
+
+    def etcd_range(self, cluster: str, key: str) -> list[dict]:
+        """etcd's answer to a range request for one key (its ``kvs``, base64 as etcd sends them)."""
+        self.require("etcd", "read etcd directly")
+        return []
+
+
+def range_request(key: str) -> dict[str, str]:
+    """The JSON body of etcd's gRPC-gateway ``/v3/kv/range`` call for one key."""
+    return {"key": base64.b64encode(key.encode()).decode()}
+
+
+def flags_of(argv: list[str]) -> dict[str, str]:
+    """``--name=value`` arguments of a command line, as a dict."""
+    flags = {}
+    for arg in argv[1:]:
+        if arg.startswith("--") and "=" in arg:
+            name, value = arg[2:].split("=", 1)
+            flags[name] = value
+    return flags
 
 
 def check_port_free(port: int, host: str = "127.0.0.1") -> None:

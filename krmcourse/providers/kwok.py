@@ -9,7 +9,6 @@ folder so nothing lands in ``~/.kwok`` or ``~/.kube``.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import signal
@@ -17,8 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import yaml
@@ -26,8 +24,8 @@ import yaml
 from .. import pins, toolchain
 from ..errors import ClusterError, ToolchainError
 from ..kubectl import kubectl_binary
-from ..paths import state_dir
-from .base import ClusterOptions, Provider, Say, check_port_free
+from ..paths import file_lock, state_dir
+from .base import ClusterOptions, Provider, Say, check_port_free, flags_of, range_request
 
 #: Go's garbage-collector target for the components; see config_document.
 GOGC = "50"
@@ -70,19 +68,14 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-@contextmanager
-def _port_lock() -> Iterator[None]:
-    path = Path(tempfile.gettempdir()) / "krmcourse-ports.lock"
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def _port_lock() -> AbstractContextManager[None]:
+    """Held while a cluster picks its ports and its components bind them (machine-wide)."""
+    return file_lock(Path(tempfile.gettempdir()) / "krmcourse-ports.lock")
 
 
 class KwokProvider(Provider):
     name = "kwok"
+    capabilities = frozenset({"simulated-nodes", "etcd", "control-plane-flags", "audit-log"})
 
     @property
     def workdir(self) -> Path:
@@ -243,6 +236,23 @@ class KwokProvider(Provider):
     def health(self, cluster: str) -> dict[str, bool]:
         pids = self.pids(cluster)
         return {c: c in pids and _alive(pids[c]) for c in COMPONENTS}
+
+    def apiserver_flags(self, cluster: str) -> dict[str, str]:
+        pid = self.pids(cluster).get("kube-apiserver")
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                return flags_of([a.decode() for a in fh.read().split(b"\0") if a])
+        except (OSError, TypeError):
+            return {}
+
+    def etcd_range(self, cluster: str, key: str) -> list[dict]:
+        """Ask etcd itself, on 127.0.0.1, through its HTTP gateway: no API server in between."""
+        import httpx
+
+        url = self.apiserver_flags(cluster)["etcd-servers"].split(",")[0].rstrip("/")
+        response = httpx.post(f"{url}/v3/kv/range", json=range_request(key), timeout=10)
+        response.raise_for_status()
+        return list(response.json().get("kvs") or [])
 
     def restart_stopped(self, cluster: str) -> list[str]:
         """Have kwokctl start the components that stopped, the way ``kwokctl start cluster`` does.

@@ -183,11 +183,9 @@ def time_new_watch(client: httpx.Client, expected: int, repeats: int = 2) -> tup
 
 def apiserver_process(lab: Lab) -> psutil.Process:
     """The lab's kube-apiserver: the process serving this lab's secure port."""
-    pids = getattr(lab, "component_pids", None)
-    if callable(pids):
-        found = pids().get("kube-apiserver")
-        if found:
-            return psutil.Process(found)
+    found = lab.component_pids().get("kube-apiserver")
+    if found:
+        return psutil.Process(found)
     port = urlparse(lab.server).port
     for proc in psutil.process_iter(["name", "cmdline"]):
         cmdline = proc.info.get("cmdline") or []

@@ -2,7 +2,7 @@
 
 The steps are the ones a real operator release goes through:
 
-1. start the conversion webhook (TLS on 127.0.0.1, with a CA the API server is told to trust);
+1. start the conversion webhook (TLS where the API server can reach it, with a CA it is told to trust);
 2. add v2 to the CRD, make it the storage version, and point `spec.conversion` at the webhook;
 3. rewrite every object, so etcd holds it encoded as v2;
 4. only then remove v1 from `status.storedVersions`.
@@ -12,21 +12,14 @@ from __future__ import annotations
 
 import base64
 import copy
-import datetime
-import ipaddress
 import json
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 from krmcourse import Lab, ManagedProcess
+from krmcourse.webhooks import endpoint_for, port_open
 
 GROUP = "dns.krmcourse.dev"
 CRD_NAME = f"fancydnses.{GROUP}"
@@ -53,66 +46,17 @@ class Webhook:
 _running: dict[str, Webhook] = {}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def make_certificates(directory: Path) -> tuple[bytes, Path, Path]:
-    """A throwaway CA and a serving certificate for 127.0.0.1, which is what the API server dials."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fancydns-webhook-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    key_path.chmod(0o600)
-    return ca.public_bytes(serialization.Encoding.PEM), cert_path, key_path
-
-
 def start_webhook(lab: Lab) -> Webhook:
     """Start the webhook as a process the lab stops on down()."""
-    # The lab's own state folder: down() removes it, so no key outlives the cluster.
-    directory = lab.home / "conversion-webhook"
-    directory.mkdir(parents=True, exist_ok=True)
-    directory.chmod(0o700)
-    ca_pem, cert, key = make_certificates(directory)
-    port = _free_port()
+    # The lab's own state folder: down() removes it, so no key outlives the cluster. The webhook listens
+    # where the lab's API server can call it, with a certificate for that address.
+    endpoint = endpoint_for(lab, lab.home / "conversion-webhook")
     process = lab.run_controller(
-        WEBHOOK_SCRIPT, "--port", str(port), "--cert", str(cert), "--key", str(key), name="conversion-webhook"
+        WEBHOOK_SCRIPT, "--host", endpoint.host, "--port", str(endpoint.port), "--cert", str(endpoint.tls.cert),
+        "--key", str(endpoint.tls.key), name="conversion-webhook"
     )
     process.wait_for_log("serving conversions", timeout=30)
-    webhook = Webhook(process, f"https://127.0.0.1:{port}/convert", ca_pem)
+    webhook = Webhook(process, endpoint.url("/convert"), endpoint.tls.ca_cert.read_bytes())
     _running[lab.name] = webhook
     return webhook
 
@@ -169,11 +113,7 @@ def _serves_v2(lab: Lab) -> bool:
 
 def _webhook_answers(url: str) -> bool:
     parsed = urlparse(url)
-    try:
-        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 443), timeout=1):
-            return True
-    except OSError:
-        return False
+    return port_open(parsed.port or 443, host=parsed.hostname or "127.0.0.1", timeout=1)
 
 
 def ensure_v2(lab: Lab) -> None:

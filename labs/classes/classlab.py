@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from krmcourse import Lab, ManagedProcess
-from krmcourse.webhooks import free_port, make_tls, wait_for_port
+from krmcourse.webhooks import endpoint_for, wait_for_port
 
 WEBHOOK_NAME = "cache-defaults.classes.krmcourse.dev"
 POLICY_NAME = "cache-defaults.classes.krmcourse.dev"
@@ -18,7 +18,7 @@ def mutating_admission_policy_served(lab: Lab) -> bool:
     return any(n.startswith("mutatingadmissionpolicies.") for n in names.split())
 
 
-def webhook_configuration(port: int, ca_bundle: str) -> dict[str, Any]:
+def webhook_configuration(url: str, ca_bundle: str) -> dict[str, Any]:
     """Call the enforcer for every Cache created in a namespace that opted in to copied defaults."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -27,7 +27,7 @@ def webhook_configuration(port: int, ca_bundle: str) -> dict[str, Any]:
         "webhooks": [
             {
                 "name": WEBHOOK_NAME,
-                "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate", "caBundle": ca_bundle},
+                "clientConfig": {"url": url, "caBundle": ca_bundle},
                 "rules": [
                     {
                         "apiGroups": ["classes.krmcourse.dev"],
@@ -79,21 +79,22 @@ def start_enforcer(lab: Lab, webhook: bool | None = None) -> Enforcer:
         lab.apply(lab.path / "enforcer-policy.yaml")
         enforcer = Enforcer("MutatingAdmissionPolicy")
     else:
-        tls = make_tls(lab.home / "enforcer-tls")
-        port = free_port()
+        endpoint = endpoint_for(lab, lab.home / "enforcer-tls")
         proc = lab.run_controller(
             lab.path / "controllers" / "defaults_webhook.py",
+            "--host",
+            endpoint.host,
             "--port",
-            str(port),
+            str(endpoint.port),
             "--cert",
-            str(tls.cert),
+            str(endpoint.tls.cert),
             "--key",
-            str(tls.key),
+            str(endpoint.tls.key),
             name="enforcer",
             kubeconfig=lab.kubeconfig_for("enforcer", "classes-system"),
         )
-        wait_for_port(port)
-        lab.apply(webhook_configuration(port, tls.ca_bundle))
+        wait_for_port(endpoint.port, host=endpoint.host)
+        lab.apply(webhook_configuration(endpoint.url("/mutate"), endpoint.tls.ca_bundle))
         enforcer = Enforcer("MutatingWebhookConfiguration", proc)
     lab.wait_until(
         lambda: copies_defaults(lab),

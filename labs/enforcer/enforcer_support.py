@@ -17,7 +17,7 @@ import yaml
 
 from krmcourse import Lab, ManagedProcess
 from krmcourse.errors import KubectlError
-from krmcourse.webhooks import TLSMaterial, WebhookError, free_port, make_tls, port_open
+from krmcourse.webhooks import Endpoint, endpoint_for, port_open
 
 NAMESPACE = "enforcer-system"
 SERVICE_ACCOUNT = "sidecar-enforcer"
@@ -27,15 +27,18 @@ OPT_IN_LABEL = "policy.krmcourse.dev/sidecars"
 
 @dataclass
 class Enforcer:
-    """A running enforcer webhook: its process, port and certificates."""
+    """A running enforcer webhook: its process, and where it listens with which certificate."""
 
     process: ManagedProcess
-    port: int
-    tls: TLSMaterial
+    endpoint: Endpoint
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return self.endpoint.url()
+
+    @property
+    def port(self) -> int:
+        return self.endpoint.port
 
     def stop(self) -> None:
         self.process.stop()
@@ -102,36 +105,27 @@ def webhook_configurations(url: str, ca_bundle: str, failure_policy: str = "Fail
     ]
 
 
-def check_reachable(lab: Lab) -> None:
-    """Refuse, with the way out, when the API server cannot reach a webhook on this host's 127.0.0.1."""
-    host = urlparse(lab.server).hostname or ""
-    if lab.provider.name == "kind" or host not in ("127.0.0.1", "localhost", "::1"):
-        raise WebhookError(
-            f"The API server of this lab ({lab.provider.name} provider, {lab.server}) does not run on this "
-            "host, so it cannot call a webhook listening on 127.0.0.1 here.",
-            hint="Use the default kwok provider for this lab. On kind, register the webhook at "
-            "https://host.docker.internal:PORT with a certificate for that name, or run it in-cluster "
-            "behind a Service (see labs/enforcer/instructor.md).",
-        )
-
-
 def start(lab: Lab, failure_policy: str = "Fail") -> Enforcer:
-    """Make certificates, start the webhook as the sidecar-enforcer ServiceAccount, and register it."""
-    check_reachable(lab)
-    tls = make_tls(lab.home / "enforcer-tls")
-    port = free_port()
+    """Make certificates, start the webhook as the sidecar-enforcer ServiceAccount, and register it.
+
+    It listens where the lab's API server can call it: 127.0.0.1 when the API server runs on this
+    machine, the container network's gateway when it runs in a kind node.
+    """
+    endpoint = endpoint_for(lab, lab.home / "enforcer-tls")
     process = lab.run_controller(
         lab.path / "controllers" / "enforcer.py",
+        "--host",
+        endpoint.host,
         "--port",
-        str(port),
+        str(endpoint.port),
         "--tls-dir",
-        str(tls.directory),
+        str(endpoint.tls.directory),
         name="enforcer",
         kubeconfig=lab.kubeconfig_for(SERVICE_ACCOUNT, NAMESPACE),
     )
     process.wait_for_log("serving on", timeout=30)
-    enforcer = Enforcer(process, port, tls)
-    lab.apply(webhook_configurations(enforcer.url, tls.ca_bundle, failure_policy))
+    enforcer = Enforcer(process, endpoint)
+    lab.apply(webhook_configurations(enforcer.url, endpoint.tls.ca_bundle, failure_policy))
     return enforcer
 
 
@@ -146,18 +140,19 @@ def set_failure_policy(lab: Lab, policy: str) -> str:
     return str(stored["webhooks"][0]["failurePolicy"])
 
 
-def registered_port(lab: Lab) -> int | None:
-    """The port the registered webhook configuration points at, or None when none is registered."""
+def registered_address(lab: Lab) -> tuple[str, int] | None:
+    """The host and port the registered webhook configuration points at, or None when none is."""
     config = lab.get("mutatingwebhookconfiguration", WEBHOOK)
     if not config:
         return None
-    return urlparse(config["webhooks"][0]["clientConfig"]["url"]).port
+    url = urlparse(config["webhooks"][0]["clientConfig"]["url"])
+    return (url.hostname or "", url.port or 443)
 
 
 def answering(lab: Lab) -> bool:
-    """True when the webhook is registered and something listens on its port."""
-    port = registered_port(lab)
-    return port is not None and port_open(port)
+    """True when the webhook is registered and something listens where it points."""
+    address = registered_address(lab)
+    return address is not None and port_open(address[1], host=address[0])
 
 
 def ensure_running(lab: Lab) -> None:

@@ -12,9 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-import psutil
-
 from krmcourse import Lab
 
 
@@ -60,24 +57,8 @@ def anatomy(sent: dict[str, Any], stored: dict[str, Any]) -> list[dict[str, Any]
 
 
 def apiserver_flags(lab: Lab) -> dict[str, str]:
-    """The ``--flag=value`` arguments of the lab's kube-apiserver process.
-
-    Only providers that run the control plane as local processes (the default, kwok) can show
-    them; with kind or a borrowed cluster the API server runs elsewhere and this returns {}.
-    """
-    pid = lab.component_pids().get("kube-apiserver")
-    if pid is None:
-        return {}
-    try:
-        argv = psutil.Process(pid).cmdline()
-    except psutil.Error:
-        return {}
-    flags = {}
-    for arg in argv[1:]:
-        if arg.startswith("--") and "=" in arg:
-            name, value = arg[2:].split("=", 1)
-            flags[name] = value
-    return flags
+    """The ``--flag=value`` arguments of the lab's kube-apiserver, from wherever its provider runs it."""
+    return lab.provider.apiserver_flags(lab.cluster)
 
 
 def storage_key(prefix: str, group: str, resource: str, namespace: str, name: str) -> str:
@@ -101,12 +82,9 @@ class EtcdEntry:
         return json.loads(self.value)
 
 
-def etcd_get(etcd_url: str, key: str) -> EtcdEntry | None:
-    """Read one key straight from etcd through its HTTP gateway (``/v3/kv/range``), bypassing the API."""
-    b64 = base64.b64encode(key.encode()).decode()
-    response = httpx.post(f"{etcd_url.rstrip('/')}/v3/kv/range", json={"key": b64}, timeout=10)
-    response.raise_for_status()
-    kvs = response.json().get("kvs") or []
+def etcd_get(lab: Lab, key: str) -> EtcdEntry | None:
+    """Read one key straight from the lab's etcd through etcd's HTTP gateway, bypassing the API server."""
+    kvs = lab.provider.etcd_range(lab.cluster, key)
     if not kvs:
         return None
     kv = kvs[0]

@@ -1,4 +1,4 @@
-"""A CRD conversion webhook for FancyDNS v1 <-> v2, served over TLS on 127.0.0.1.
+"""A CRD conversion webhook for FancyDNS v1 <-> v2, served over TLS where the API server can call it.
 
 v1 has two booleans, `enableTCP` and `enableUDP`; v2 replaces them with `protocol: UDP|TCP|All`.
 The API server calls this webhook whenever it must hand out or store an object in a version other
@@ -109,14 +109,15 @@ class Handler(BaseHTTPRequestHandler):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="the address the API server calls (never 0.0.0.0)")
     parser.add_argument("--cert", required=True)
     parser.add_argument("--key", required=True)
     args = parser.parse_args(argv)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(args.cert, args.key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    print(f"serving conversions on https://127.0.0.1:{args.port}/convert", flush=True)
+    print(f"serving conversions on https://{args.host}:{args.port}/convert", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -1,6 +1,6 @@
 """The enforcer: a mutating admission webhook that copies CacheClass values into new Caches.
 
-It listens with TLS on 127.0.0.1 (the lab's API server runs on the host, so it can call it) and
+It listens with TLS where the lab's API server can call it (classlab picks the address) and
 answers AdmissionReviews for CREATE of caches: the class named by the Cache, or the default class,
 fills in className and every field the Cache left out. A Cache naming a class that does not exist
 is refused, so a typo surfaces at `kubectl apply` time instead of as a silently default cache.
@@ -52,6 +52,7 @@ def review(request: dict[str, Any], classes: list[dict[str, Any]]) -> dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="the address the API server calls (never 0.0.0.0)")
     parser.add_argument("--cert", required=True)
     parser.add_argument("--key", required=True)
     args = parser.parse_args()
@@ -78,12 +79,12 @@ def main() -> None:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep the log about decisions
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(args.cert, args.key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    log.info("listening on https://127.0.0.1:%d", args.port)
+    log.info("listening on https://%s:%d", args.host, args.port)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -134,7 +134,7 @@ async def healthz(_: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-async def serve(port: int, tls: TLSMaterial) -> None:
+async def serve(host: str, port: int, tls: TLSMaterial) -> None:
     api = await kr8s.asyncio.api()
     enforcer = Enforcer(api)
     app = web.Application()
@@ -147,9 +147,9 @@ async def serve(port: int, tls: TLSMaterial) -> None:
     )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls.server_context(), reuse_address=True)
+    site = web.TCPSite(runner, host, port, ssl_context=tls.server_context(), reuse_address=True)
     await site.start()
-    log.info("serving on https://127.0.0.1:%d (/mutate, /validate)", port)
+    log.info("serving on https://%s:%d (/mutate, /validate)", host, port)
     try:
         await asyncio.Event().wait()
     finally:
@@ -159,6 +159,7 @@ async def serve(port: int, tls: TLSMaterial) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="the address the API server calls (never 0.0.0.0)")
     parser.add_argument("--tls-dir", type=Path, required=True, help="folder with ca.crt, tls.crt, tls.key")
     args = parser.parse_args(argv)
     tls = TLSMaterial(
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     # kr8s warns when the server is newer than the versions it was tested with; these calls are stable.
     warnings.filterwarnings("ignore", message="Kubernetes version", category=UserWarning)
     try:
-        asyncio.run(serve(args.port, tls))
+        asyncio.run(serve(args.host, args.port, tls))
     except KeyboardInterrupt:
         pass
     return 0
