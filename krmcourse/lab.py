@@ -37,8 +37,9 @@ NODE_PREFIX = "kwok-node-"
 RECORD = "lab.json"
 
 
-def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+def _status(msg: str) -> None:
+    """Status lines go to standard output: they are news, not errors (JupyterLab shows stderr in red)."""
+    print(msg, flush=True)
 
 
 class Lab:
@@ -59,7 +60,7 @@ class Lab:
         self._processes: dict[str, ManagedProcess] = {}
         #: Seconds from the start of the last cluster creation to each step of it, for benchmarks/.
         self.startup: dict[str, float] = {}
-        self.say: Say = say or _stderr
+        self.say: Say = say or _status
 
     # ----------------------------------------------------------------- where things are
     @property

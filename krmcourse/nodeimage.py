@@ -64,8 +64,10 @@ def base_tag() -> str:
 
 
 def node_tag() -> str:
-    return f"krmcourse/kind-node:{pins.KUBERNETES}-" + _digest(base_tag(), pins.KUBERNETES, pins.NODE_ETCD,
-                                                                pins.COREDNS)
+    """Named for the Kubernetes version, and for the builds it holds: a rebuilt component makes a new tag."""
+    builds = [(c.folder / ".built").stat().st_mtime_ns if (c.folder / ".built").is_file() else None
+              for c in toolchain.KIND_COMPONENTS]
+    return f"krmcourse/kind-node:{pins.KUBERNETES}-" + _digest(base_tag(), builds)
 
 
 def chosen_image() -> str | None:
@@ -125,8 +127,16 @@ def build(say: Say = print, force: bool = False) -> str:
         images = _component_images(say)
     with _timed("kind node image", say):
         _assemble(images, say)
+    for stale in _older("krmcourse/kind-node", tag) + _older("krmcourse/kind-base", base_tag()):
+        _docker("rmi", stale, check=False)  # each is over a gigabyte; a cluster still using one keeps it
     say(f"  node image {tag} is ready")
     return tag
+
+
+def _older(repository: str, current: str) -> list[str]:
+    """Tags of ``repository`` in the engine other than ``current``: images an earlier recipe made."""
+    done = _docker("images", repository, "--format", "{{.Repository}}:{{.Tag}}", check=False)
+    return [t for t in done.stdout.decode().split() if t != current]
 
 
 @contextmanager

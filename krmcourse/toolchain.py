@@ -370,6 +370,8 @@ def install(say: Say = print, force: bool = False, provider: str = "kwok") -> li
     time goes to ``build-times.json`` in the toolchain cache. Two installs at once (two notebooks, a
     test run and a terminal) take turns: the second finds what the first built.
     """
+    if force or not all(c.built for c in components(provider)):
+        require_go()  # before anything is written, the lock file included
     with file_lock(cache_dir() / "toolchain" / ".install.lock"):
         return _install(say, force, provider)
 

@@ -10,7 +10,7 @@ import pytest
 
 from krmcourse import Lab, doctor
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.kwok]
 
 
 def test_doctor_reports_a_broken_cluster_and_leaked_processes_then_fixes_them():

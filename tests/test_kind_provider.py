@@ -13,6 +13,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -123,6 +124,30 @@ def test_a_taken_port_fails_before_anything_is_created():
             lab.up(port=port)
     assert not _containers("krm-sandbox-porttaken")
     assert not KindProvider().folder(lab.cluster).exists()
+
+
+@pytest.mark.kind
+def test_an_interrupted_up_leaves_no_container_folder_or_process():
+    import signal
+    import sys
+    import time
+
+    cluster = "krm-sandbox-interrupted"
+    node = KindProvider().node(cluster)
+    proc = subprocess.Popen([sys.executable, "-m", "krmcourse.cli", "up", "sandbox", "--instance", "interrupted",
+                             "--provider", "kind"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    while not _containers(node) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _containers(node), "kind never created the node container"
+    proc.send_signal(signal.SIGINT)  # mid-way: the node exists, kubeadm has not finished
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out
+    assert not _containers(node)
+    assert not KindProvider().folder(cluster).exists()
+    assert not [p for p in psutil.process_iter(["cmdline"]) if cluster in " ".join(p.info["cmdline"] or [])]
 
 
 @pytest.mark.kind

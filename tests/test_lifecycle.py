@@ -49,6 +49,7 @@ def test_unknown_lab_is_a_clear_error():
     assert "Did you mean 'sandbox'" in done.stderr
 
 
+@pytest.mark.kwok
 def test_three_clusters_run_side_by_side_and_down_leaves_nothing():
     labs = [Lab("sandbox", instance=i) for i in ("one", "two", "three")]
     try:
@@ -100,6 +101,7 @@ def test_up_is_idempotent_and_reset_starts_afresh():
         lab.down()
 
 
+@pytest.mark.kwok
 def test_a_dead_component_is_reported_and_up_recreates_the_cluster():
     lab = Lab("sandbox", instance="broken", say=messages.append if (messages := []) is not None else None)
     try:
@@ -116,6 +118,7 @@ def test_a_dead_component_is_reported_and_up_recreates_the_cluster():
         lab.down()
 
 
+@pytest.mark.kwok
 def test_a_component_that_stops_while_the_api_starts_is_started_again():
     class StopsTheControllerManager(KwokProvider):
         """Kills kube-controller-manager as soon as kwokctl has started everything, as a busy machine can."""
@@ -141,6 +144,7 @@ def test_a_component_that_stops_while_the_api_starts_is_started_again():
         lab.down()
 
 
+@pytest.mark.kwok
 def test_down_never_kills_a_process_that_reused_a_recorded_pid():
     lab = Lab("sandbox", instance="stranger")
     stranger = subprocess.Popen(["sleep", "120"])
@@ -170,6 +174,7 @@ def test_a_corrupt_state_folder_is_recreated_with_a_message():
         lab.down()
 
 
+@pytest.mark.kwok
 def test_a_port_in_use_is_a_clear_error_and_starts_nothing():
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -184,6 +189,7 @@ def test_a_port_in_use_is_a_clear_error_and_starts_nothing():
         assert done.returncode == 4 and "already in use" in done.stderr
 
 
+@pytest.mark.kwok
 def test_an_interrupted_up_leaves_no_orphan_process():
     # Python turns SIGINT into KeyboardInterrupt only when it did not start with SIGINT ignored, and test
     # runners' workers may ignore it: give the child the default disposition, as a terminal would.

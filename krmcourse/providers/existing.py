@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from urllib.parse import urlparse
 
 import yaml
 
@@ -68,3 +69,13 @@ class ExistingProvider(Provider):
     def clusters(self) -> list[str]:
         root = state_dir() / "existing"
         return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+    def host_address(self, cluster: str) -> str:
+        """127.0.0.1 when the borrowed API server runs on this machine; otherwise none can be known."""
+        server = yaml.safe_load(self.kubeconfig(cluster).read_text())["clusters"][0]["cluster"]["server"]
+        if urlparse(server).hostname in ("127.0.0.1", "localhost", "::1"):
+            return "127.0.0.1"
+        raise ProviderError(f"The API server of this borrowed cluster ({server}) runs elsewhere, so it cannot call "
+                            "a webhook served on this machine.",
+                            "Run this lab on the kwok or kind provider, or serve the webhook inside that cluster "
+                            "behind a Service (clientConfig.service).")

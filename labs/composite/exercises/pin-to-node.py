@@ -1,4 +1,4 @@
-"""Exercise: run the WebApp ``shop``'s pods on the node ``kwok-node-1`` only.
+"""Exercise: run the WebApp ``shop``'s pods on the lab's second simulated node only.
 
 The WebApp offers a few chosen override fields instead of a whole pod template. The check wants the
 choice declared on the WebApp (where its owners look) and every pod of the Deployment scheduled on
@@ -10,7 +10,11 @@ from __future__ import annotations
 from krmcourse import CheckFailed, Lab
 
 NAME = "shop"
-NODE = "kwok-node-1"
+
+
+def target(lab: Lab) -> str:
+    """The second simulated node, found by label as on every provider (``lab.nodes()``)."""
+    return lab.nodes()[1]
 
 
 def check(lab: Lab) -> None:
@@ -18,13 +22,14 @@ def check(lab: Lab) -> None:
     app = sup.webapp(lab, NAME)
     if app is None:
         raise CheckFailed(f"The WebApp {NAME} is missing from the {sup.TEAM} namespace.")
+    node = target(lab)
     pods = [p for p in sup.pods_of(lab, NAME) if not p["metadata"].get("deletionTimestamp")]
     where = sorted({p["spec"].get("nodeName") or "(not scheduled)" for p in pods})
     if not (app["spec"].get("nodeSelector") or {}):
         raise CheckFailed(f"The WebApp {NAME} does not say where its pods may run; its pods are on {where}.")
-    if where != [NODE]:
+    if where != [node]:
         raise CheckFailed(
-            f"The pods of {NAME} are on {where}, not only on {NODE} (a rollout may still be "
+            f"The pods of {NAME} are on {where}, not only on {node} (a rollout may still be "
             "going on; check again in a moment)."
         )
     if len(pods) != app["spec"]["replicas"]:
@@ -44,10 +49,10 @@ def solve(lab: Lab) -> None:
         sup.TEAM,
         "--type=merge",
         "-p",
-        '{"spec": {"nodeSelector": {"kubernetes.io/hostname": "' + NODE + '"}}}',
+        '{"spec": {"nodeSelector": {"kubernetes.io/hostname": "' + target(lab) + '"}}}',
     )
     sup.wait_ready(lab, NAME)
-    lab.wait_until(lambda: _settled(lab), timeout=60, message="the pods never all moved to " + NODE)
+    lab.wait_until(lambda: _settled(lab), timeout=60, message="the pods never all moved to " + target(lab))
 
 
 def _settled(lab: Lab) -> bool:
