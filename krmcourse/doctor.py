@@ -21,7 +21,7 @@ from .lab import recorded
 from .paths import state_dir
 from .processes import MARKER
 from .providers import Provider, owning_providers
-from .providers.kind import NO_ENGINE_HINT, KindProvider
+from .providers.kind import INOTIFY_INSTANCES, NO_ENGINE_HINT, KindProvider, inotify_advice
 from .providers.kwok import stop_process
 
 
@@ -92,6 +92,10 @@ def examine() -> list[Finding]:
     hint = NO_ENGINE_HINT if problem and kind.engine_problem() else ""
     out.append(Finding(problem is None or not wanted,
                        "kind provider: " + ("usable" if problem is None else f"not usable ({problem})"), hint))
+    if problem is None and inotify_advice():
+        out.append(Finding(False, "kind: too few inotify instances per user for several kind nodes at once",
+                           f"sudo sysctl fs.inotify.max_user_instances={INOTIFY_INSTANCES} (and put it in "
+                           "/etc/sysctl.d/ to keep it)."))
     for provider, cluster in stale_clusters():
         down = ", ".join(c for c, ok in provider.health(cluster).items() if not ok)
         words = _lab_words(cluster)

@@ -157,24 +157,22 @@ def test_builtin_growth_reads_every_release() -> None:
     assert list(growth["k8s_version"])[:2] == ["v1.11", "v1.12"] and growth["k8s_version"].iloc[-1] == "v1.37"
     assert growth["kinds"].iloc[-1] > growth["kinds"].iloc[0]
     assert 0 < eco.kinds_per_year(growth) < 20
-    assert growth["tag_time"].notna().all(), "every release the schemas cover has a tag time"
+    assert growth["release_date"].notna().all(), "every release the schemas cover has a release date"
 
 
 def test_release_table_covers_the_schemas_in_order() -> None:
     table = eco.load_releases()
-    assert list(table.columns[:3]) == ["version", "tag_time", "source"]
+    assert list(table.columns[:3]) == ["version", "release_date", "source"]
     assert set(table["k8s_version"]) == set(eco.load_builtin()["k8s_version"])
-    assert table["tag_time"].is_monotonic_increasing, "a later minor release cannot be tagged earlier"
-    assert (table["source"] == "go list -m -json k8s.io/kubernetes@" + table["version"]).all()
+    assert table["release_date"].is_monotonic_increasing, "a later minor release cannot be released earlier"
+    assert table["source"].str.startswith("https://kubernetes.io/blog/").all()
     # three releases a year since 2018: no gap between consecutive minors is shorter than 2 months
     # or longer than 6
-    gaps = table["tag_time"].diff().dropna().dt.days
+    gaps = table["release_date"].diff().dropna().dt.days
     assert gaps.between(60, 185).all(), gaps.tolist()
 
 
-def test_release_times_need_go_and_say_so() -> None:
-    with pytest.raises(KrmcourseError, match="needs the Go toolchain"):
-        releases.tag_times(["v1.30"], go="/nonexistent/go")
+def test_a_release_is_named_by_its_minor_version() -> None:
     with pytest.raises(ValueError, match="minor version"):
         releases.tag_of("1.30.1")
 
@@ -208,8 +206,8 @@ def test_provenance_matches_the_pins() -> None:
     pinned = prov[prov["key"].isin([s.key for s in sources.SOURCES])]
     assert list(pinned["sha256"]) == [s.sha256 for s in sources.SOURCES]
     assert prov["licence"].str.len().gt(0).all()
-    go = prov[prov["key"] == "k8s-release-times"].iloc[0]
-    assert go["version"] == "v1.11.0 to v1.37.0 (27 tags)" and "go list -m -json" in go["provides"]
+    dates = prov[prov["key"] == "k8s-release-dates"].iloc[0]
+    assert dates["version"] == "v1.11.0 to v1.37.0 (27 releases)" and "announcement" in dates["provides"]
 
 
 def test_a_tampered_download_is_refused(tmp_path: Path) -> None:

@@ -36,8 +36,11 @@ def test_a_probe_reads_the_cluster_with_the_kubeconfig_certificates(sandbox):
 
 def test_inline_credentials_work_and_leave_no_file_behind(sandbox, tmp_path):
     def inline(cluster, user):
+        # kwokctl names files; kind writes its kubeconfig inline already.
         for entry, field in ((cluster, "certificate-authority"), (user, "client-certificate"), (user, "client-key")):
-            entry[f"{field}-data"] = base64.b64encode(Path(entry.pop(field)).read_bytes()).decode()
+            if field in entry:
+                entry[f"{field}-data"] = base64.b64encode(Path(entry.pop(field)).read_bytes()).decode()
+            assert f"{field}-data" in entry
 
     before = set(os.listdir(tempfile.gettempdir()))
     fast = probe.for_kubeconfig(_rewrite(sandbox.kubeconfig, tmp_path / "inline.yaml", inline))
@@ -63,6 +66,7 @@ def test_a_server_vouched_for_by_another_ca_reads_as_not_ready(sandbox, tmp_path
     other = make_tls(tmp_path / "other", hosts=["127.0.0.1"]).ca_cert  # a CA that never signed the server's
 
     def distrust(cluster, _user):
+        cluster.pop("certificate-authority-data", None)
         cluster["certificate-authority"] = str(other)
 
     fast = probe.for_kubeconfig(_rewrite(sandbox.kubeconfig, tmp_path / "other.yaml", distrust))

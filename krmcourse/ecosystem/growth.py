@@ -2,8 +2,8 @@
 
 The talk dated every API group by the first commit it appeared in on GitHub. No pinned source dates
 third-party groups, so the honest series here is the built-in API across Kubernetes releases, read from
-the schemas kubernetes-validate ships for each release, dated by the time each release's ``.0`` tag was
-published, as the Go module proxy records it for ``k8s.io/kubernetes`` (``kubernetes_releases.csv``).
+the schemas kubernetes-validate ships for each release, dated by the day each release's ``.0`` was
+announced (``kubernetes_releases.csv``, each date with its announcement).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from krmcourse.ecosystem.loading import load_releases
 
 def builtin_growth(builtin: pd.DataFrame, releases: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per Kubernetes minor release: kinds, groups, kinds added or removed since the previous release,
-    and ``tag_time``, when the release was tagged (from :func:`load_releases` unless given).
+    and ``release_date``, when the release came out (from :func:`load_releases` unless given).
 
     A kind is a (group, kind) pair at any version, so a beta graduating to v1 is not growth.
     """
@@ -36,18 +36,18 @@ def builtin_growth(builtin: pd.DataFrame, releases: pd.DataFrame | None = None) 
         })
         previous = current
     table = pd.DataFrame(rows)
-    table = table.merge(releases[["k8s_version", "tag_time"]], on="k8s_version", how="left")
+    table = table.merge(releases[["k8s_version", "release_date"]], on="k8s_version", how="left")
     table["added"] = table["added"].astype("Int64")
     table["removed"] = table["removed"].astype("Int64")
     return table
 
 
 def kinds_per_year(growth: pd.DataFrame) -> float:
-    """Least-squares slope of built-in kinds against tag time, in kinds per year (dated rows only)."""
-    dated = growth.dropna(subset=["tag_time"])
+    """Least-squares slope of built-in kinds against release date, in kinds per year (dated rows only)."""
+    dated = growth.dropna(subset=["release_date"])
     if len(dated) < 2:
         raise ValueError("need at least two dated releases to fit a growth rate")
-    years = (dated["tag_time"] - dated["tag_time"].min()).dt.total_seconds() / (365.25 * 86400)
+    years = (dated["release_date"] - dated["release_date"].min()).dt.total_seconds() / (365.25 * 86400)
     slope, _ = np.polyfit(years.to_numpy(float), dated["kinds"].to_numpy(float), 1)
     return float(slope)
 

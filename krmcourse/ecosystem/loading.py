@@ -88,12 +88,12 @@ def load_provenance(folder: Path | None = None) -> pd.DataFrame:
 
 
 def load_releases(folder: Path | None = None) -> pd.DataFrame:
-    """``kubernetes_releases.csv``: each minor release's ``.0`` tag and its tag time (UTC, a pandas Timestamp).
+    """``kubernetes_releases.csv``: each minor release's ``.0`` and its release date (UTC, a pandas Timestamp).
 
     ``k8s_version`` (``v1.30``) is added so the table joins ``builtin_kinds.csv``.
     """
     df = _read("kubernetes_releases.csv", folder)
-    df["tag_time"] = pd.to_datetime(df["tag_time"], utc=True)
+    df["release_date"] = pd.to_datetime(df["release_date"], utc=True)
     df["k8s_version"] = df["version"].str.rsplit(".", n=1).str[0]
     return df
 

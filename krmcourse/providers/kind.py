@@ -22,7 +22,9 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import psutil
@@ -129,8 +131,20 @@ class KindProvider(Provider):
         if not self.kind:
             raise ProviderError("kind is not installed.", NO_ENGINE_HINT)
         env = {**os.environ, "KUBECONFIG": str(state_dir() / "kind" / ".kube-config-unused")}
-        return subprocess.run([self.kind, *args], capture_output=True, text=True, timeout=timeout, env=env,
-                              start_new_session=True)
+        # Its own session, so that Ctrl-C in a terminal reaches krmcourse alone, which then stops kind
+        # and every docker client kind started, as one process group.
+        proc = subprocess.Popen([self.kind, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def _inspect(self, container: str, template: str) -> str | None:
         """``docker inspect -f TEMPLATE`` of one container; None when it, or the engine, is not there."""
@@ -219,14 +233,19 @@ class KindProvider(Provider):
         try:
             done = self._run("create", "cluster", "--name", self.kind_name(options.cluster), "--config", str(config),
                              "--kubeconfig", str(kubeconfig), "--wait", "180s", "--retain")
-        except subprocess.TimeoutExpired as exc:
-            raise ClusterError(f"kind did not finish creating {options.cluster} within {exc.timeout:.0f} s.",
-                               "See 'krmcourse doctor'; 'krmcourse reset' tries again from scratch.") from exc
+        except BaseException as exc:
+            # Interrupted (or out of time) half-way: a docker request kind sent may still create the node
+            # after kind has gone, so remove whatever carries the cluster's label until nothing comes.
+            self._remove_nodes(options.cluster)
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise ClusterError(f"kind did not finish creating {options.cluster} within {exc.timeout:.0f} s.",
+                                   "See 'krmcourse doctor'; 'krmcourse reset' tries again from scratch.") from exc
+            raise
         if done.returncode != 0:
             self._keep_node_logs(options.cluster)
             raise ClusterError(f"kind could not create {options.cluster}:\n{done.stderr.strip()[-2000:]}",
                                f"The node's logs are kept in {folder / 'logs'}; 'krmcourse reset' tries again, "
-                               "and 'krmcourse doctor' checks Docker.")
+                               "and 'krmcourse doctor' checks Docker." + inotify_advice())
         os.chmod(kubeconfig, 0o600)
         # kind lets pods onto the only node; the labs' pods belong on their simulated nodes, as on kwok.
         # And the cluster's own add-ons belong on the real node, where they really run.
@@ -237,6 +256,21 @@ class KindProvider(Provider):
             self._exec(options.cluster, *admin, "-n", "kube-system", "patch", workload, "-p", REAL_NODES_ONLY,
                        check=False)  # a published image may come without one of them
         self._start_kwok(options)
+
+    def _remove_nodes(self, cluster: str, quiet_for: float = 2.0, within: float = 30.0) -> None:
+        """Remove every container labelled for this cluster, until none has appeared for ``quiet_for`` s."""
+        label = f"label=io.x-k8s.kind.cluster={self.kind_name(cluster)}"
+        deadline, quiet_since = time.monotonic() + within, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - quiet_since < quiet_for:
+            try:
+                found = subprocess.run([self.engine, "ps", "-aq", "--filter", label], capture_output=True,
+                                       text=True, timeout=30).stdout.split()
+                if found:
+                    subprocess.run([self.engine, "rm", "-f", "-v", *found], capture_output=True, timeout=120)
+                    quiet_since = time.monotonic()
+            except (OSError, subprocess.TimeoutExpired):
+                return
+            time.sleep(0.25)
 
     def _keep_node_logs(self, cluster: str) -> None:
         """The node's journal of a failed start, for the error to point at."""
@@ -277,11 +311,22 @@ class KindProvider(Provider):
         for pid in self.pids(cluster).values():
             if _runs_from(pid, folder):
                 stop_process(pid)
-        if self.kind and self._node_exists(cluster):
-            # Files the API server wrote as root into the mounted audit folder go with the node.
-            self._exec(cluster, "sh", "-c", f"rm -rf {AUDIT_DIR}/*", check=False)
-            self._run("delete", "cluster", "--name", self.kind_name(cluster), "--kubeconfig",
-                      str(self.kubeconfig(cluster)), timeout=180)
+        if self._node_exists(cluster):
+            node, said = self.node(cluster), ""
+            try:
+                # Files the API server wrote as root into the mounted audit folder go with the node.
+                self._exec(cluster, "sh", "-c", f"rm -rf {AUDIT_DIR}/*", check=False)
+                if self.kind:
+                    said = self._run("delete", "cluster", "--name", self.kind_name(cluster), "--kubeconfig",
+                                     str(self.kubeconfig(cluster)), timeout=180).stderr
+            except subprocess.TimeoutExpired as exc:
+                said = f"'{' '.join(map(str, exc.cmd[:3]))}' did not finish within {exc.timeout:.0f} s"
+            if self._node_exists(cluster):  # kind could not, or is gone: remove the node container itself
+                subprocess.run([self.engine, "rm", "-f", "-v", node], capture_output=True, timeout=120)
+            if self._node_exists(cluster):
+                raise ClusterError(f"Could not delete the node container {node} of {cluster}: {said.strip()[-500:]}",
+                                   f"Remove it by hand ('{self.engine} rm -f -v {node}'), then run 'krmcourse "
+                                   "doctor --fix'.")
         shutil.rmtree(folder, ignore_errors=True)
 
     def _node_exists(self, cluster: str) -> bool:
@@ -379,6 +424,24 @@ class KindProvider(Provider):
                           f"{pki}/healthcheck-client.crt", "--key", f"{pki}/healthcheck-client.key",
                           "https://127.0.0.1:2379/v3/kv/range", "-d", json.dumps(range_request(key)))
         return list(json.loads(done.stdout).get("kvs") or [])
+
+
+#: What kind's known issues recommend: each node's systemd, kubelet and containerd hold inotify
+#: instances, and Linux allows 128 per user by default, which a few clusters at once use up.
+INOTIFY_INSTANCES = 512
+
+
+def inotify_advice() -> str:
+    """A sentence for errors when this machine allows fewer inotify instances than kind nodes need."""
+    try:
+        allowed = int(Path("/proc/sys/fs/inotify/max_user_instances").read_text())
+    except (OSError, ValueError):
+        return ""
+    if allowed >= INOTIFY_INSTANCES:
+        return ""
+    return (f" This machine allows {allowed} inotify instances per user and several kind nodes need more: "
+            f"'sudo sysctl fs.inotify.max_user_instances={INOTIFY_INSTANCES}' (a node whose systemd cannot get "
+            "one stops at once).")
 
 
 def _may_lower_oom_scores() -> bool:
