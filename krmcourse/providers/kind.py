@@ -266,6 +266,8 @@ class KindProvider(Provider):
                 found = subprocess.run([self.engine, "ps", "-aq", "--filter", label], capture_output=True,
                                        text=True, timeout=30).stdout.split()
                 if found:
+                    for container in found:
+                        self._thaw(container)
                     subprocess.run([self.engine, "rm", "-f", "-v", *found], capture_output=True, timeout=120)
                     quiet_since = time.monotonic()
             except (OSError, subprocess.TimeoutExpired):
@@ -313,6 +315,7 @@ class KindProvider(Provider):
                 stop_process(pid)
         if self._node_exists(cluster):
             node, said = self.node(cluster), ""
+            self._thaw(node)
             try:
                 # Files the API server wrote as root into the mounted audit folder go with the node.
                 self._exec(cluster, "sh", "-c", f"rm -rf {AUDIT_DIR}/*", check=False)
@@ -322,12 +325,33 @@ class KindProvider(Provider):
             except subprocess.TimeoutExpired as exc:
                 said = f"'{' '.join(map(str, exc.cmd[:3]))}' did not finish within {exc.timeout:.0f} s"
             if self._node_exists(cluster):  # kind could not, or is gone: remove the node container itself
+                self._thaw(node)
                 subprocess.run([self.engine, "rm", "-f", "-v", node], capture_output=True, timeout=120)
             if self._node_exists(cluster):
                 raise ClusterError(f"Could not delete the node container {node} of {cluster}: {said.strip()[-500:]}",
                                    f"Remove it by hand ('{self.engine} rm -f -v {node}'), then run 'krmcourse "
                                    "doctor --fix'.")
         shutil.rmtree(folder, ignore_errors=True)
+
+    def _thaw(self, container: str) -> None:
+        """Thaw any frozen cgroup inside a node, so that its processes can be killed.
+
+        On cgroup v1, runc freezes a container's cgroup while it sets it up; a runc killed in between
+        (a node deleted while a pod starts) leaves a process frozen for good, and then the node itself
+        cannot be killed. Thawing is harmless otherwise; without the right to write cgroups it is skipped.
+        """
+        pid = self._inspect(container, "{{.State.Pid}}")
+        try:
+            with open(f"/proc/{pid}/cgroup") as fh:
+                freezer = next(line.split(":", 2)[2].strip() for line in fh if ":freezer:" in line)
+        except (OSError, StopIteration, TypeError):
+            return  # gone, or cgroup v2 (whose freezer a kill does not wait for)
+        for state in Path("/sys/fs/cgroup/freezer", freezer.lstrip("/")).rglob("freezer.state"):
+            try:
+                if state.read_text().strip() != "THAWED":
+                    state.write_text("THAWED")
+            except OSError:
+                continue
 
     def _node_exists(self, cluster: str) -> bool:
         return self._inspect(self.node(cluster), "{{.State.Running}}") is not None
