@@ -207,6 +207,28 @@ def test_doctor_fix_removes_a_kind_cluster_whose_state_folder_is_gone():
     assert not [f for f in doctor.examine() if not f.ok and name in f.what]
 
 
+@pytest.mark.kind
+@pytest.mark.cluster
+def test_down_all_takes_down_every_kind_cluster_of_this_state_folder(tmp_path, monkeypatch):
+    import sys
+
+    # A state folder of its own: 'down --all' must not take down this test run's other clusters.
+    home = tmp_path / "home"
+    env = {**os.environ, "KRMCOURSE_HOME": str(home)}
+    cli = [sys.executable, "-m", "krmcourse.cli"]
+    for name in ("first", "second"):
+        done = subprocess.run([*cli, "up", "sandbox", "--instance", name, "--provider", "kind"], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+    monkeypatch.setenv("KRMCOURSE_HOME", str(home))
+    nodes = [KindProvider().node(f"krm-sandbox-{name}") for name in ("first", "second")]
+    assert all(_containers(n) for n in nodes)
+    done = subprocess.run([*cli, "down", "--all"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not any(_containers(n) for n in nodes)
+    assert KindProvider().clusters() == []
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

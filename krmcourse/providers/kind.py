@@ -45,7 +45,6 @@ POLICY_DIR = "/etc/kubernetes/krmcourse"
 #: The simulated nodes' pod addresses come from kwok; the real node's from this range (kind's default).
 POD_SUBNET = "10.244.0.0/16"
 NODE_POD_RANGE = "10.244.0.0/24"
-COMPONENTS = ("node", "kwok-controller")
 #: Programs in the node container whose pids :meth:`KindProvider.pids` reports.
 NODE_PROGRAMS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "containerd")
 #: Keeps a kube-system workload off the simulated nodes (which carry type=kwok).
@@ -129,7 +128,7 @@ class KindProvider(Provider):
     # ------------------------------------------------------------------------- commands
     def _run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         if not self.kind:
-            raise ProviderError("kind is not installed.", NO_ENGINE_HINT)
+            raise ProviderError("kind is not installed.", "Run 'krmcourse toolchain install --provider kind'.")
         env = {**os.environ, "KUBECONFIG": str(state_dir() / "kind" / ".kube-config-unused")}
         # Its own session, so that Ctrl-C in a terminal reaches krmcourse alone, which then stops kind
         # and every docker client kind started, as one process group.
@@ -229,7 +228,7 @@ class KindProvider(Provider):
         kubeconfig = self.kubeconfig(options.cluster)
         # kind writes the kubeconfig itself; create it private first so it never exists world-readable.
         private_file(kubeconfig, "")
-        say(f"kind is creating {options.cluster} (a node container running kubeadm; about a minute)")
+        say(f"kind is creating {options.cluster} (a node container running kubeadm; under a minute)")
         try:
             done = self._run("create", "cluster", "--name", self.kind_name(options.cluster), "--config", str(config),
                              "--kubeconfig", str(kubeconfig), "--wait", "180s", "--retain")
