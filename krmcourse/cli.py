@@ -179,28 +179,20 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    """Everything a learner needs: toolchain, the first lab, and JupyterLab on the notebooks.
-
-    JupyterLab listens on 127.0.0.1 only and asks for the token it prints; the course's own Jupyter
-    settings (no news pop-up, readable exercise hints) are written into the environment first.
-    """
-    from pathlib import Path
-
-    from . import jupyter
-
-    if args.port is not None:
-        jupyter.require_free_port(args.port)  # before the slow part, so a taken port fails at once
+    """Everything a learner needs: toolchain, the first lab, and JupyterLab on the notebooks."""
     provider = os.environ.get("KRMCOURSE_PROVIDER") or "kwok"
     if provider in ("kwok", "kind"):
         toolchain.install(_say, provider=provider)
     Lab(FIRST_LAB, say=_say).up()
     if args.no_browser_lab:
         return 0
-    jupyter.install_settings(_say)
-    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
-    if jupyter.running_as_root():
+    notebooks = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "notebooks")
+    argv = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebooks}", "--ServerApp.ip=127.0.0.1"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        # JupyterLab refuses to run as root unless told; containers and CI machines often are root.
         _say("Running as root: starting JupyterLab with --allow-root.")
-    return jupyter.run_lab(jupyter.lab_command(notebooks, port=args.port, open_browser=not args.no_browser))
+        argv.append("--allow-root")
+    return subprocess.call(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,10 +251,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_dataset)
     p = sub.add_parser("start", help="build what is missing, bring up the first lab, open JupyterLab")
     p.add_argument("--no-browser-lab", action="store_true", help="stop before starting JupyterLab")
-    p.add_argument("--no-browser", action="store_true",
-                   help="start JupyterLab without opening a web browser; open the address it prints yourself")
-    p.add_argument("--port", type=int,
-                   help="JupyterLab's port on 127.0.0.1 (default: 8888 or the next free one; 0: any free port)")
     p.set_defaults(fn=cmd_start)
     return parser
 
