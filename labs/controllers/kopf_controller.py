@@ -44,6 +44,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=f"kopf.{GROUP}")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=f"kopf.{GROUP}")
     settings.posting.level = logging.INFO
+    settings.execution.default_backoff = 2  # a failed handler runs again in seconds, not kopf's default minute
     settings.posting.loggers = True  # handler logs become Kubernetes Events, as the scratch one posts
     logging.getLogger("httpx").setLevel(logging.WARNING)
     memo.api = await kr8s.asyncio.api()  # one client for all handlers, like kopf's own

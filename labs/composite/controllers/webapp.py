@@ -40,6 +40,7 @@ KINDS = {
 }
 
 _client: DynamicClient | None = None
+RETRY_SECONDS = 2.0
 _locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
 
 
@@ -49,6 +50,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 60
+    # A handler that fails (the API server was busy, a child vanished mid-reconcile) runs again in a
+    # few seconds, not kopf's default minute: a reconcile is safe to repeat.
+    settings.execution.default_backoff = RETRY_SECONDS
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
@@ -210,7 +214,10 @@ def reconcile(namespace: str, name: str, logger: logging.Logger) -> None:
             owners = (stale or {}).get("metadata", {}).get("ownerReferences") or []
             if any(r["uid"] == app["metadata"]["uid"] for r in owners):
                 logger.info(f"bucket no longer wanted: deleting Bucket {name}-assets")
-                api("Bucket").delete(name=f"{name}-assets", namespace=namespace)
+                try:
+                    api("Bucket").delete(name=f"{name}-assets", namespace=namespace)
+                except NotFoundError:
+                    pass  # gone between the read and the delete: what we wanted
         deployment = get("Deployment", name, namespace) or {}
         dstatus, want = deployment.get("status") or {}, app["spec"]["replicas"]
         available = int(dstatus.get("availableReplicas") or 0)

@@ -39,6 +39,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     settings.posting.level = logging.WARNING  # events for trouble only: drift, outages
     settings.watching.server_timeout = 60
+    settings.execution.default_backoff = RETRY_SECONDS  # unexpected errors retry soon too, not in a minute
     logging.getLogger("httpx").setLevel(logging.WARNING)  # our own log line per reconcile says enough
     kubernetes.config.load_kube_config()
 
