@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -47,6 +46,23 @@ def gov(lab) -> ModuleType:  # noqa: ANN001
 
 def _status(lab) -> dict:  # noqa: ANN001
     return lab.get("queuescaler.autoscaling.krmcourse.dev", "worker", namespace="shop").get("status") or {}
+
+
+def _governor_lists(lab, gov) -> int:  # noqa: ANN001
+    """How many times the governor has listed QueueScalers, by the API server's own audit log."""
+    user = f"system:serviceaccount:{gov.NAMESPACE}:{gov.SERVICE_ACCOUNT}"
+    count = 0
+    with open(lab.audit_log) as log:
+        for line in log:
+            if user not in line or "queuescalers" not in line:
+                continue  # most lines are someone else's: skip them without parsing
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # the API server may be half-way through writing the last line
+            count += (event.get("verb") == "list" and event.get("objectRef", {}).get("resource") == "queuescalers"
+                      and event.get("user", {}).get("username") == user)
+    return count
 
 
 @pytest.mark.cluster
@@ -96,7 +112,11 @@ def test_detaching_leaves_the_target_at_its_last_size(lab, gov) -> None:  # noqa
     lab.wait_until(lambda: gov.replicas(lab, "worker") == 3, timeout=20)
     lab.delete("queuescaler.autoscaling.krmcourse.dev", "worker", namespace="shop")
     gov.set_queue(lab, "orders-queue", 40)
-    time.sleep(3)  # three governor periods
+    # Every pass starts with a list of QueueScalers. Three more lists mean at least one whole pass ran
+    # after the signal moved: had the governor still been attached, it would have scaled by now.
+    seen = _governor_lists(lab, gov)
+    lab.wait_until(lambda: _governor_lists(lab, gov) >= seen + 3, timeout=30,
+                   message="the governor made no passes after the signal moved")
     assert gov.replicas(lab, "worker") == 3
     assert lab.get("deployment", "worker", namespace="shop") is not None
     governor.stop()

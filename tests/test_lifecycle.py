@@ -197,10 +197,9 @@ def test_an_interrupted_up_leaves_no_orphan_process():
                             stderr=subprocess.STDOUT, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     folder = state_dir() / "kwok" / "clusters" / "krm-sandbox-interrupted"
-    deadline = time.monotonic() + 30
-    while not (folder / "pids").is_dir() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)  # some components have started, the cluster is not ready yet
+    # Interrupt as soon as a component runs: some have started, the cluster is not ready yet.
+    Lab.wait_until(lambda: cluster_processes("krm-sandbox-interrupted"), timeout=60, interval=0.05,
+                   message="no component of the cluster ever started")
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out

@@ -65,9 +65,6 @@ def test_watch_wakes_a_pass_long_before_the_resync(lab: Lab, tmp_path: Path) -> 
     proc = lab.run_controller(script, str(RESYNC), name="passloop-probe")
     try:
         proc.wait_for_log("first pass done", timeout=60)
-        time.sleep(2)  # a quiet spell: an event-driven loop does nothing in it
-        quiet = passes(proc)
-        assert [p[0] for p in quiet] == ["start"], f"passes without any change: {quiet}"
 
         changed = time.time()
         lab.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ping, namespace: passloop}\n")
@@ -80,9 +77,12 @@ def test_watch_wakes_a_pass_long_before_the_resync(lab: Lab, tmp_path: Path) -> 
         latency = woke[2] - changed
         print(f"watch-driven pass {latency:.2f}s after the change (resync {RESYNC:.0f}s)")
         assert woke[0] == "events" and latency < RESYNC / 4, woke
+        before = [p[0] for p in passes(proc) if p[1] < woke[1]]
+        assert before == ["start"], f"passes without any change: {before}"
 
-        # No more changes: the next pass is the safety net, one resync period after the last pass.
-        last = passes(proc)[-1]
+        # No more changes: the next pass is the safety net, one resync period after the last pass. That it
+        # is a resync pass, and the very next one, proves the loop did nothing in a whole quiet period.
+        last = woke
         resynced = lab.wait_until(
             lambda: next((p for p in passes(proc) if p[1] > last[1]), None),
             timeout=RESYNC + 10,
@@ -91,6 +91,7 @@ def test_watch_wakes_a_pass_long_before_the_resync(lab: Lab, tmp_path: Path) -> 
         )
         gap = resynced[2] - last[2]
         print(f"resync pass {gap:.2f}s after the previous one")
-        assert resynced[0] == "resync" and RESYNC - 0.5 <= gap <= RESYNC + 3, (resynced, gap)
+        assert resynced[0] == "resync" and resynced[1] == last[1] + 1, f"passes without any change: {passes(proc)}"
+        assert RESYNC - 0.5 <= gap <= RESYNC + 3, (resynced, gap)
     finally:
         proc.stop()

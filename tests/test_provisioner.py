@@ -37,8 +37,8 @@ def test_cloud_lifecycle_and_errors() -> None:
         assert client.create_bucket("one")["state"] == "CREATING"
         with pytest.raises(BucketExists):
             client.create_bucket("one")
-        time.sleep(0.4)
-        assert client.get_bucket("one")["state"] == "READY"
+        Lab.wait_until(lambda: client.get_bucket("one")["state"] == "READY", timeout=30,
+                       message="the bucket never became READY")
         assert client.update_bucket("one", storageClass="COLDLINE")["storageClass"] == "COLDLINE"
         with pytest.raises(CloudError, match="location cannot change"):
             client.update_bucket("one", location="local-2")
@@ -145,8 +145,15 @@ def test_deletion_waits_for_the_cloud_and_survives_a_kill(lab: Lab) -> None:
     lab.apply(_bucket("doomed"))
     prov.wait_ready(lab, "doomed", timeout=60)
     cloud.set_faults(outage=True)
+    mark = len(controller.logs())
     lab.delete("bucket", "doomed", namespace=prov.TEAM, wait=False)
-    time.sleep(3)  # the provisioner tries, the cloud refuses: the finalizer keeps the object
+    # The provisioner tries, the cloud refuses, and the provisioner has handled that refusal (kopf logs
+    # the handler's TemporaryError): only then does "the finalizer keeps the object" mean anything.
+    lab.wait_until(lambda: any("[team-a/doomed]" in line and "failed temporarily" in line
+                               for line in controller.logs()[mark:].splitlines()),
+                   timeout=30, message="the provisioner never reported the refused cloud delete")
+    assert any(c["method"] == "DELETE" and c["bucket"] == "team-a-doomed" and c["status"] == 503
+               for c in cloud.calls())
     held = prov.bucket(lab, "doomed")
     assert held is not None and held["metadata"].get("deletionTimestamp")
     controller.kill()

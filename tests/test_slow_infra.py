@@ -116,12 +116,14 @@ def test_controller_converges_after_sigkill_mid_work(lab: Lab) -> None:
         # Kill 1: while k1's inspection runs; it ends, and its callback fails, while nobody listens.
         lab.wait_until(lambda: (metal.host("dc1.k1") or {}).get("state") == "inspecting", timeout=30, interval=0.1)
         controller.kill()
-        time.sleep(10 * 0.2 + 1)
+        lab.wait_until(lambda: metal.stats()["callbacks failed"] >= 1, timeout=30, interval=0.1,
+                       message="k1's inspection never ended, or its callback reached a dead controller")
         controller.restart()
-        # Kill 2: while k2's Job runs.
+        # Kill 2: while k2's Job runs; the Job then finishes while nobody watches.
         lab.wait_until(lambda: _state(lab, "k2") == "Provisioning" and si.jobs(lab), timeout=60, interval=0.2)
         controller.kill()
-        time.sleep(1)
+        lab.wait_until(lambda: any(j["owner"] == "k2" and j["Complete"] == "True" for j in si.jobs(lab)),
+                       timeout=60, message="k2's Job never completed")
         controller.restart()
         found = si.wait_finished(lab, ["k1", "k2"], timeout=90)
         stats = metal.stats()
