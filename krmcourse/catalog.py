@@ -17,6 +17,13 @@ from .errors import UnknownExerciseError, UnknownLabError, UsageError
 from .paths import labs_dir
 
 NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+#: A lab's notebook: a two-digit number that sets its place in the course, then a name.
+NOTEBOOK = re.compile(r"^(\d{2})-[a-z0-9]+(?:-[a-z0-9]+)*\.ipynb$")
+#: A concept ID of the course outline: K2, KP1, G5.
+CONCEPT = re.compile(r"^(?:KP|K|C|R|P|A|G|M|E)\d+$")
+#: Lists of sentences, in the Carpentries' sense: the questions a lab answers, what the learner will be
+#: able to do, and what to remember. (Quote a sentence with ": " in it, or YAML reads it as a mapping.)
+SENTENCES = ("questions", "objectives", "keypoints")
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,24 @@ class LabSpec:
     @property
     def notebook(self) -> str | None:
         return self.raw.get("notebook")
+
+    @property
+    def number(self) -> int | None:
+        """The notebook's number (its place in the course), or None for a lab without a notebook."""
+        match = NOTEBOOK.match(self.notebook or "")
+        return int(match.group(1)) if match else None
+
+    @property
+    def questions(self) -> list[str]:
+        return list(self.raw.get("questions") or [])
+
+    @property
+    def objectives(self) -> list[str]:
+        return list(self.raw.get("objectives") or [])
+
+    @property
+    def keypoints(self) -> list[str]:
+        return list(self.raw.get("keypoints") or [])
 
     @property
     def cluster(self) -> dict[str, Any]:
@@ -94,7 +119,28 @@ def load(path: Path) -> LabSpec:
         raise UsageError(f"{path / 'lab.yaml'} is not valid YAML: {exc}", "Fix the file and try again.") from exc
     if not isinstance(raw, dict):
         raise UsageError(f"{path / 'lab.yaml'} must be a mapping.", "See labs/README.md for the format.")
+    _validate(path / "lab.yaml", raw)
     return LabSpec(path.name, path, raw)
+
+
+def _validate(where: Path, raw: dict[str, Any]) -> None:
+    """The fields that the notebook's generated cells and the course order rely on."""
+    for key in SENTENCES:
+        items = raw.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
+            raise UsageError(f"{where}: '{key}' must be a list of sentences.",
+                             f"Write each one as a '- ' item under '{key}:', in quotes if it contains ': ' "
+                             "(see labs/README.md).")
+    wrong = [str(c) for c in raw.get("concepts") or [] if not CONCEPT.match(str(c))]
+    if wrong:
+        raise UsageError(f"{where}: not concept IDs of the course outline: {', '.join(wrong)}.",
+                         "Use IDs such as K2, P5 or KP1 (the README's table of parts lists them).")
+    notebook = raw.get("notebook")
+    if notebook is not None and not NOTEBOOK.match(str(notebook)):
+        raise UsageError(f"{where}: notebook {notebook!r} is not named NN-<name>.ipynb.",
+                         "Give it a two-digit number and the lab's name, e.g. 12-composite.ipynb.")
 
 
 def names(root: Path | None = None) -> list[str]:

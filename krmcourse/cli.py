@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from . import catalog, doctor, toolchain, workshop
+from . import catalog, doctor, paths, toolchain, workshop
 from .errors import KrmcourseError
 from .lab import Lab, recorded
 from .providers import Provider, owning_providers
@@ -178,21 +178,44 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     return rebuild.main(args.args)
 
 
+def cmd_new_lab(args: argparse.Namespace) -> int:
+    from . import scaffolding
+
+    concepts = [c for c in args.concepts.replace(",", " ").split() if c] if args.concepts else []
+    made = scaffolding.new_lab(args.name, concepts=concepts, title=args.title, number=args.number,
+                               after=args.after, part=args.part)
+    name, exercise = made.spec.name, made.spec.exercises[0].id
+    print(f"Created lab {name} and its notebook {made.notebook.name}:")
+    for path in made.files:
+        print(f"  {path}")
+    print(f"Next: krmcourse up {name}; krmcourse check {name} {exercise} (fails with a hint); "
+          f"krmcourse solve {name} {exercise}; check again (passes).")
+    print(f"Test: pytest tests/test_exercises.py -k {name}; "
+          f"pytest --nbval-lax --nbval-current-env {made.notebook}")
+    return 0
+
+
 def cmd_start(args: argparse.Namespace) -> int:
-    """Everything a learner needs: toolchain, the first lab, and JupyterLab on the notebooks."""
+    """Everything a learner needs: toolchain, the first lab, and JupyterLab on the notebooks.
+
+    JupyterLab listens on 127.0.0.1 only and asks for the token it prints; the course's own Jupyter
+    settings (no news pop-up, readable exercise hints) are written into the environment first.
+    """
+    from . import jupyter
+
+    if args.port is not None:
+        jupyter.require_free_port(args.port)  # before the slow part, so a taken port fails at once
     provider = os.environ.get("KRMCOURSE_PROVIDER") or "kwok"
     if provider in ("kwok", "kind"):
         toolchain.install(_say, provider=provider)
     Lab(FIRST_LAB, say=_say).up()
     if args.no_browser_lab:
         return 0
-    notebooks = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "notebooks")
-    argv = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebooks}", "--ServerApp.ip=127.0.0.1"]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        # JupyterLab refuses to run as root unless told; containers and CI machines often are root.
+    jupyter.install_settings(_say)
+    notebooks = paths.notebooks_dir()
+    if jupyter.running_as_root():
         _say("Running as root: starting JupyterLab with --allow-root.")
-        argv.append("--allow-root")
-    return subprocess.call(argv)
+    return jupyter.run_lab(jupyter.lab_command(notebooks, port=args.port, open_browser=not args.no_browser))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -249,8 +272,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["rebuild"])
     p.add_argument("args", nargs=argparse.REMAINDER, help="passed to the rebuild, e.g. --check")
     p.set_defaults(fn=cmd_dataset)
+    p = sub.add_parser("new-lab", help="scaffold a lab folder and its notebook, with one working exercise")
+    p.add_argument("name", help="the lab's name: lowercase words joined by hyphens, e.g. status-conditions")
+    p.add_argument("--concepts", help="concept IDs of the course outline it teaches, e.g. C4,P2 (required)")
+    p.add_argument("--title", help="the lab's title (default: its name, in words)")
+    place = p.add_mutually_exclusive_group()
+    place.add_argument("--number", type=int, help="the notebook's number, 00-99 (default: after the last one)")
+    place.add_argument("--after", metavar="LAB", help="take the number right after this lab's notebook")
+    p.add_argument("--part", help="the course part, I-VI (default: the part of the lab before it)")
+    p.set_defaults(fn=cmd_new_lab)
     p = sub.add_parser("start", help="build what is missing, bring up the first lab, open JupyterLab")
     p.add_argument("--no-browser-lab", action="store_true", help="stop before starting JupyterLab")
+    p.add_argument("--no-browser", action="store_true",
+                   help="start JupyterLab without opening a web browser; open the address it prints yourself")
+    p.add_argument("--port", type=int,
+                   help="JupyterLab's port on 127.0.0.1 (default: 8888 or the next free one; 0: any free port)")
     p.set_defaults(fn=cmd_start)
     return parser
 

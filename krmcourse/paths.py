@@ -2,7 +2,8 @@
 
 - the toolchain cache (binaries keyed by version): ``$KRMCOURSE_CACHE`` or ``~/.cache/krmcourse``;
 - cluster state (one folder per lab cluster): ``$KRMCOURSE_HOME`` or ``~/.local/state/krmcourse``;
-- the labs: ``$KRMCOURSE_LABS`` or the ``labs/`` folder beside the package.
+- the labs: ``$KRMCOURSE_LABS`` or the ``labs/`` folder beside the package;
+- the notebooks: ``$KRMCOURSE_NOTEBOOKS`` or the ``notebooks/`` folder beside the package.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ def labs_dir() -> Path:
     if env := os.environ.get("KRMCOURSE_LABS"):
         return Path(env).expanduser().resolve()
     return Path(__file__).resolve().parent.parent / "labs"
+
+
+def notebooks_dir() -> Path:
+    if env := os.environ.get("KRMCOURSE_NOTEBOOKS"):
+        return Path(env).expanduser().resolve()
+    return Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def private_file(path: Path, text: str) -> Path:
