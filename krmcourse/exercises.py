@@ -7,6 +7,7 @@ never what to type; ``solve`` brings the cluster to a state that passes the chec
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,9 @@ from .errors import CheckFailed, UsageError
 
 if TYPE_CHECKING:
     from .lab import Lab
+
+#: Set to ``apply`` (the test suite does) and notebooks' solution cells apply their solution.
+SOLUTIONS_ENV = "KRMCOURSE_SOLUTIONS"
 
 
 def load(lab: Lab, exercise: str) -> ModuleType:
@@ -43,3 +47,14 @@ def check(lab: Lab, exercise: str) -> None:
 
 def solve(lab: Lab, exercise: str) -> None:
     load(lab, exercise).solve(lab)
+
+
+def solution_source(lab: Lab, exercise: str) -> tuple[str, str]:
+    """Where the reference solution of ``exercise`` is, relative to the course, and its ``solve`` code."""
+    module = load(lab, exercise)
+    path = lab.spec.exercise(exercise).path
+    try:
+        shown = str(path.relative_to(lab.path.parent.parent))
+    except ValueError:
+        shown = str(path)
+    return shown, inspect.getsource(module.solve)

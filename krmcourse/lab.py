@@ -551,6 +551,25 @@ class Lab:
         """Apply the reference solution of ``exercise``."""
         exercises.solve(self, exercise)
 
+    def show_solution(self, exercise: str, apply: bool | None = None) -> None:
+        """A notebook's solution cell: print the reference solution, and apply it only when asked.
+
+        "Run All" in a learner's notebook therefore applies no solution: it stops at the first check
+        the learner has not solved yet. ``apply=True`` applies it (as ``krmcourse solve`` does); the
+        test suite sets ``KRMCOURSE_SOLUTIONS=apply``, so that every notebook runs to its end there.
+        """
+        path, source = exercises.solution_source(self, exercise)
+        self.say(f"The reference solution of {exercise} ({path}):\n\n{source}")
+        if apply is None:
+            apply = os.environ.get(exercises.SOLUTIONS_ENV) == "apply"
+        if not apply:
+            self.say(f"Not applied: try the exercise yourself first. To apply this solution, run "
+                     f"lab.show_solution({exercise!r}, apply=True), or in a terminal: "
+                     f"krmcourse solve {self.name} {exercise}")
+            return
+        self.solve(exercise)
+        self.say(f"Applied the reference solution of {exercise}; the check below shows the result.")
+
 
 def recorded(cluster: str) -> dict[str, Any] | None:
     """What created a cluster of this state folder: its lab, instance and provider; None if unknown."""

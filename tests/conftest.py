@@ -23,6 +23,10 @@ if _OWN_HOME:
     os.environ["KRMCOURSE_HOME"] = tempfile.mkdtemp(prefix=f"krmcourse-test-{_worker}-")
     os.environ["_KRMCOURSE_TEST_HOME"] = "1"
 
+# Notebooks run to their end here: their solution cells apply the reference solutions, which a
+# learner's "Run All" does not (see Lab.show_solution). The notebook kernels inherit this.
+os.environ.setdefault("KRMCOURSE_SOLUTIONS", "apply")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -67,6 +71,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """A run whose provider cannot work fails every test that needs a cluster, with the reason."""
     if _needs_cluster(item) and (problem := provider_problem()):
         pytest.fail(f"the {run_provider()} provider cannot start clusters here: {problem}", pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed test shows the end of each controller log it left running: what the controller saw."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when == "call":
+        from krmcourse import processes
+
+        for proc in processes.running():
+            report.sections.append((f"log of {proc.name} (last 4000 characters)", proc.logs()[-4000:]))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

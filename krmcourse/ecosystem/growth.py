@@ -55,7 +55,7 @@ def kinds_per_year(growth: pd.DataFrame) -> float:
 def kinds_per_group(species: pd.DataFrame) -> pd.DataFrame:
     """How many kinds each API group holds, largest first: why the talk counted groups, not kinds.
 
-    One project can add dozens of kinds in one go (the talk's Kubeflow spike), so kinds measure project
+    One project can add dozens of kinds in one go (the talk's Kubeform spike), so kinds measure project
     size as much as ecosystem growth; groups count independent API designs.
     """
     counts = species.groupby("group").size().rename("kinds").sort_values(ascending=False)

@@ -28,12 +28,12 @@ TALK_FIGURES: tuple[TalkFigure, ...] = (
     TalkFigure("E1", "raw material", "about 27,000 YAML files from GitHub, split into about 67,000 objects "
                "(with duplicates)"),
     TalkFigure("E2", "new API groups per year", "about 1,000 a year (linear for the last year); about 2,000 "
-               "groups so far; one-repo spikes such as Kubeflow, with over 1,000 types in one repository"),
+               "APIs so far; one-repo spikes such as Kubeform, with over 1,000 types in one repository"),
     TalkFigure("E2", "CRDs versus aggregated API servers", "about a hundred times more CRDs; extension API "
                "servers barely grew in two years"),
     TalkFigure("E3", "validation", "60% of CRDs on GitHub"),
-    TalkFigure("E3", "printer columns, status subresource, conditions", "shown on a slide as widely adopted; "
-               "the transcript gives no number"),
+    TalkFigure("E3", "printer columns, status subresource, conditions", "discussed without a number (printer "
+               "columns recommended, status adopted well, conditions in need of guidance)"),
     TalkFigure("E3", "scale subresource", "about 1% of CRDs"),
     TalkFigure("E4", "CNCF projects using KRM", "18 projects in their core, 6 more through an operator; "
                "136 types"),

@@ -1,0 +1,105 @@
+"""What the notebooks attribute to the two talks must match the talks' transcripts (issue 14).
+
+Fast and offline: it reads the notebooks' markdown (and the labs' key points and instructor notes, which
+repeat it) and the transcripts in the shared seeds folder. Two checks:
+
+- claims that were once wrong, and that the transcripts contradict, do not come back;
+- every percentage in a paragraph that credits a talk appears, as the same figure, in a transcript,
+  unless its sentence names another source (this dataset, this cluster...) and not the talk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+LAB_TEXTS = sorted([*ROOT.glob("labs/*/lab.yaml"), *ROOT.glob("labs/*/instructor.md")])
+# The transcripts are not part of the course (they are the talks' words, not ours): they sit beside the
+# repository, in the course authors' shared folder, or wherever KRMCOURSE_SEEDS says.
+SEEDS = Path(os.environ.get("KRMCOURSE_SEEDS") or ROOT.parent / "shared" / "seeds")
+
+# Each: a pattern (matched within one sentence, case-insensitive), and what the transcripts say instead.
+WRONG = [
+    (r"simply etcd'?s revision",
+     "resourceVersion is opaque to clients; etcd's revision is only how it is built today"),
+    (r"silently los|loses? [^.]*silently",
+     "a merge patch can carry metadata.resourceVersion, and a stale one is refused with 409"),
+    (r"copies the same design",
+     "the 2019 talk says ObjectBucketClaim varies the claim design (it does not claim buckets as such)"),
+    (r"wakes up on a period|periodic loop, not a request handler",
+     "the 2019 talk says only that a governor is quite different to implement from an enforcer"),
+    (r"60 ?%[^.]*(printer col|condition|status)|(printer col|condition|status)[^.]*60 ?%",
+     "the 2019 talk's 60% is about validation only; it gives no figure for printer columns, status or "
+     "conditions"),
+    (r"wanted UDP only, so `?enableTCP|`?enableTCP`? followed",
+     "in the 2023 talk DNS runs over UDP and may use TCP; the second boolean came later, to turn UDP off"),
+    (r"kubeflow[^.]*1,000 types",
+     "the 2019 talk's one-repository spike of over a thousand types was Kubeform"),
+]
+
+TALK = re.compile(r"\btalk\b|transcript|speaker", re.IGNORECASE)
+# A sentence that labels its figure with a source of its own (and does not name a talk) is not the talk's.
+OWN_SOURCE = re.compile(r"this (dataset|dump|cluster|lab|machine)|measured here|in the same dump", re.IGNORECASE)
+PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s?%")
+
+
+def markdown(path: Path) -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def paragraphs(text: str) -> list[str]:
+    return [p for p in re.split(r"\n\s*\n", text) if p.strip()]
+
+
+def credited(text: str) -> list[str]:
+    """The sentences with a percentage that the talk is credited with: in a paragraph that names a talk,
+    unless the sentence gives the figure another source."""
+    return [s for par in paragraphs(text) if TALK.search(par) for s in sentences(par)
+            if PERCENT.search(s) and (TALK.search(s) or not OWN_SOURCE.search(s))]
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences, roughly: split at a full stop, question or exclamation mark, and at blank lines and
+    list items, with line breaks inside a sentence joined."""
+    parts = re.split(r"(?<=[.!?])\s+|\n\s*\n|\n\s*[-*|] ", text)
+    return [" ".join(p.split()) for p in parts if p.strip()]
+
+
+def transcripts() -> str:
+    files = sorted(SEEDS.glob("*.txt"))
+    if not files:
+        pytest.skip(f"the talks' transcripts are not in {SEEDS} (they are not shipped with the course; "
+                    "set KRMCOURSE_SEEDS to their folder to check figures against them)")
+    return "\n".join(f.read_text() for f in files)
+
+
+@pytest.mark.parametrize("path", [*NOTEBOOKS, *LAB_TEXTS], ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_claim_the_transcripts_contradict(path: Path) -> None:
+    text = markdown(path) if path.suffix == ".ipynb" else path.read_text()
+    found = [f"{s!r}\n    -> {why}" for s in sentences(text) for pattern, why in WRONG
+             if re.search(pattern, s, re.IGNORECASE)]
+    assert not found, f"{path.name} repeats a claim the transcripts contradict:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_percentage_credited_to_a_talk_is_in_a_transcript(path: Path) -> None:
+    said = {float(n) for n in PERCENT.findall(transcripts())}
+    wrong = [f"{figure}% in {s!r}" for s in credited(markdown(path))
+             for figure in PERCENT.findall(s) if float(figure) not in said]
+    assert not wrong, (f"{path.name} credits a talk with figures no transcript gives (label figures from "
+                       "elsewhere with their own source, in a sentence of their own):\n" + "\n".join(wrong))
+
+
+def test_the_checks_see_the_talks_figures() -> None:
+    """Guard against a check that passes because it reads nothing: the transcripts and notebooks are read."""
+    said = {float(n) for n in PERCENT.findall(transcripts())}
+    assert {60.0, 1.0} <= said
+    found = [s for p in NOTEBOOKS for s in credited(markdown(p))]
+    assert len(found) >= 4, found
