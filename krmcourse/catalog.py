@@ -137,6 +137,21 @@ def _validate(where: Path, raw: dict[str, Any]) -> None:
     if wrong:
         raise UsageError(f"{where}: not concept IDs of the course outline: {', '.join(wrong)}.",
                          "Use IDs such as K2, P5 or KP1 (the README's table of parts lists them).")
+    minutes = raw.get("minutes")
+    if minutes is not None and not (isinstance(minutes, dict) and set(minutes) <= {"teaching", "exercises"}
+                                    and all(isinstance(v, int) and v >= 0 for v in minutes.values())):
+        raise UsageError(f"{where}: 'minutes' must give whole minutes for teaching and exercises, not {minutes!r}.",
+                         "Write it as: minutes: {teaching: 20, exercises: 15}")
+    exercises = raw.get("exercises") or []
+    if not isinstance(exercises, list):
+        raise UsageError(f"{where}: 'exercises' must be a list.", "Write each as '- id: <name>' with a title.")
+    for item in exercises:
+        if not (isinstance(item, dict) and isinstance(item.get("id"), str) and NAME.match(item["id"])):
+            raise UsageError(f"{where}: exercise {item!r} needs an 'id' of lowercase words joined by hyphens.",
+                             "Write it as '- id: fix-the-spec', with 'title:' and 'minutes:' under it.")
+        if not isinstance(item.get("minutes", 5), int):
+            raise UsageError(f"{where}: exercise {item['id']}'s 'minutes' must be a whole number, "
+                             f"not {item['minutes']!r}.", "For example: minutes: 5")
     notebook = raw.get("notebook")
     if notebook is not None and not NOTEBOOK.match(str(notebook)):
         raise UsageError(f"{where}: notebook {notebook!r} is not named NN-<name>.ipynb.",

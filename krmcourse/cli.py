@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 
 from . import catalog, doctor, paths, toolchain, workshop
-from .errors import KrmcourseError
-from .lab import Lab, recorded
+from .errors import KrmcourseError, UsageError
+from .lab import Lab, lock_path, recorded
 from .providers import Provider, owning_providers
 
 FIRST_LAB = "welcome"
@@ -43,7 +43,7 @@ def cmd_down(args: argparse.Namespace) -> int:
             _down_cluster(provider, cluster)
         return 0
     if not args.lab:
-        raise KrmcourseError("Name a lab to take down, or use --all.", "krmcourse down LAB")
+        raise UsageError("Name a lab to take down, or use --all.", "krmcourse down LAB (krmcourse status lists them)")
     _lab(args).down()
     return 0
 
@@ -60,6 +60,7 @@ def _down_cluster(provider: Provider, cluster: str) -> None:
         Lab(record["lab"], instance=record.get("instance"), provider=provider, say=_say).down()
         return
     provider.delete(cluster)
+    lock_path(cluster).unlink(missing_ok=True)
     print(f"cluster {cluster} deleted")
 
 
@@ -218,6 +219,18 @@ def cmd_start(args: argparse.Namespace) -> int:
     return jupyter.run_lab(jupyter.lab_command(notebooks, port=args.port, open_browser=not args.no_browser))
 
 
+def port_number(text: str) -> int:
+    """A TCP port from the command line: 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: use a number from 1 to 65535, or 0 for any "
+                                         "free port")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="krmcourse", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -234,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = lab_cmd("up", cmd_up, "bring a lab's cluster up (reusing a healthy one)")
     p.add_argument("--at", help="start at this exercise, with every earlier one solved")
-    p.add_argument("--port", type=int, help="API server port (default: a free one)")
+    p.add_argument("--port", type=port_number, help="API server port (default: a free one)")
     p = lab_cmd("down", cmd_down, "delete a lab's cluster and everything it started", lab_required=False)
     p.add_argument("--all", action="store_true", help="every lab cluster")
     p = lab_cmd("reset", cmd_reset, "recreate a lab's cluster from scratch")
@@ -285,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-browser-lab", action="store_true", help="stop before starting JupyterLab")
     p.add_argument("--no-browser", action="store_true",
                    help="start JupyterLab without opening a web browser; open the address it prints yourself")
-    p.add_argument("--port", type=int,
+    p.add_argument("--port", type=port_number,
                    help="JupyterLab's port on 127.0.0.1 (default: 8888 or the next free one; 0: any free port)")
     p.set_defaults(fn=cmd_start)
     return parser

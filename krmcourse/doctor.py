@@ -17,7 +17,7 @@ import psutil
 
 from . import pins, toolchain
 from .kubectl import kubectl_binary
-from .lab import recorded
+from .lab import lock_path, recorded
 from .paths import state_dir
 from .processes import MARKER
 from .providers import Provider, owning_providers
@@ -129,6 +129,7 @@ def fix() -> list[str]:
     for provider, cluster in stale_clusters():
         provider.delete(cluster)
         shutil.rmtree(state_dir() / "labs" / cluster, ignore_errors=True)
+        lock_path(cluster).unlink(missing_ok=True)
         done.append(f"removed broken cluster {cluster}")
     kind = KindProvider()
     for name in kind.orphans():

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
@@ -14,7 +15,8 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -23,7 +25,7 @@ import yaml
 
 from . import catalog, exercises, kubectl, probe, providers
 from .errors import ClusterError, ComponentStoppedError, KubectlError, UsageError
-from .paths import private_file, state_dir
+from .paths import file_lock, private_file, state_dir
 from .processes import ManagedProcess, kill_recorded
 from .providers import ClusterOptions, Provider
 
@@ -61,6 +63,7 @@ class Lab:
         #: Seconds from the start of the last cluster creation to each step of it, for benchmarks/.
         self.startup: dict[str, float] = {}
         self.say: Say = say or _status
+        self._exclusive_held = False
 
     # ----------------------------------------------------------------- where things are
     @property
@@ -126,6 +129,14 @@ class Lab:
     def _probe(self) -> probe.ApiProbe | None:
         return probe.for_kubeconfig(self.kubeconfig)
 
+    def _private_kubeconfig(self) -> None:
+        """The kubeconfig holds the cluster's admin credentials: readable by its owner only."""
+        mode = self.kubeconfig.stat().st_mode & 0o777
+        if mode & 0o077:
+            self.kubeconfig.chmod(0o600)
+            self.say(f"Lab {self.name}: its kubeconfig {self.kubeconfig} was readable by others (mode "
+                     f"{mode:o}); it holds the cluster's credentials, so it is the owner's only again (600).")
+
     def _broken_reason(self) -> str | None:
         """Why an existing cluster cannot be reused, or None when it is healthy."""
         if not self.kubeconfig.is_file():
@@ -139,17 +150,42 @@ class Lab:
 
     def up(self, at: str | None = None, port: int | None = None) -> Lab:
         """Bring the lab's cluster up (reusing a healthy one), then solve exercises before ``at``."""
-        provider = self.provider
         if at is not None:
             self.spec.exercise(at)  # an unknown exercise fails before anything starts
+        with self._exclusive():
+            return self._up(at, port)
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One ``up``, ``down`` or ``reset`` of this cluster at a time, across processes (a notebook and a
+        terminal, say): a second one waits, then finds the cluster as the first one left it."""
+        if self._exclusive_held:  # reset runs up inside its own hold
+            yield
+            return
+
+        def waiting() -> None:
+            self.say(f"Lab {self.name}: another krmcourse command is starting or stopping {self.cluster}; "
+                     "waiting for it to finish.")
+
+        with file_lock(lock_path(self.cluster), waiting, remove=lambda: not self.home.exists()):
+            self._exclusive_held = True
+            try:
+                yield
+            finally:
+                self._exclusive_held = False
+
+    def _up(self, at: str | None, port: int | None) -> Lab:
+        provider = self.provider
         if provider.exists(self.cluster):
             reason = self._broken_reason()
             if reason is None:
+                self._private_kubeconfig()
                 self.say(f"Lab {self.name}: reusing the running cluster {self.cluster}.")
                 self._solve_before(at)
                 return self
             self.say(f"Lab {self.name}: the cluster {self.cluster} is broken ({reason}); recreating it.")
             self._teardown()
+        require_disk_space()
         started = time.monotonic()
         for attempt in (1, 2):
             try:
@@ -163,9 +199,10 @@ class Lab:
                 if attempt == 2:
                     raise
                 self.say(f"Lab {self.name}: a component died while the cluster started; trying once more.")
-            except ClusterError:
+            except ClusterError as exc:
                 self._keep_logs()
                 self._teardown()
+                require_disk_space(cause=exc)  # a component that died for want of disk says why
                 raise
             except BaseException as exc:
                 # Ctrl-C or a failure half-way: leave no process, port or folder behind, but keep the
@@ -175,6 +212,8 @@ class Lab:
                 self._teardown()
                 if isinstance(exc, KeyboardInterrupt):
                     self.say(f"Lab {self.name}: interrupted; everything it had started was stopped.")
+                else:
+                    require_disk_space(cause=exc)
                 raise
         self.say(f"Lab {self.name}: cluster {self.cluster} is ready in {time.monotonic() - started:.1f} s "
                  f"(provider {provider.name}).")
@@ -311,7 +350,8 @@ class Lab:
 
     def down(self) -> None:
         """Stop the lab's processes and delete its cluster: no process, port or folder is left."""
-        self._teardown()
+        with self._exclusive():
+            self._teardown()
         self.say(f"Lab {self.name}: cluster {self.cluster} deleted.")
 
     def _teardown(self) -> None:
@@ -336,8 +376,11 @@ class Lab:
 
     def reset(self, at: str | None = None) -> Lab:
         """Throw the cluster away and start the lab afresh (optionally skipping to ``at``)."""
-        self._teardown()
-        return self.up(at=at)
+        if at is not None:
+            self.spec.exercise(at)  # an unknown exercise fails before the cluster is thrown away
+        with self._exclusive():
+            self._teardown()
+            return self.up(at=at)
 
     def __enter__(self) -> Lab:
         return self.up()
@@ -569,6 +612,35 @@ class Lab:
             return
         self.solve(exercise)
         self.say(f"Applied the reference solution of {exercise}; the check below shows the result.")
+
+
+def lock_path(cluster: str) -> Path:
+    """The file that ``up``, ``down`` and ``reset`` of ``cluster`` lock; it goes with the cluster."""
+    return state_dir() / "locks" / f"{cluster}.lock"
+
+
+#: Below this much free space where cluster state lives, ``up`` refuses to start: etcd and the component
+#: logs of a lab need a few tens of MiB, and a disk that fills mid-start leaves only a puzzling failure.
+MIN_FREE_MIB = 200
+
+
+def require_disk_space(cause: BaseException | None = None) -> None:
+    """Raise ClusterError, saying what to do, when the disk that holds cluster state is (nearly) full.
+
+    Called before a cluster is created, and again after a creation failed (``cause``), so that a
+    component that died of a full disk is reported as that rather than as its own last words.
+    """
+    folder = state_dir()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    free_mib = shutil.disk_usage(folder).free // 2**20
+    full = isinstance(cause, OSError) and cause.errno == errno.ENOSPC
+    if free_mib < MIN_FREE_MIB or full:
+        raise ClusterError(
+            f"The disk that holds krmcourse's cluster state ({state_dir()}) has only {free_mib} MiB free; a lab "
+            f"cluster needs at least {MIN_FREE_MIB} MiB. Nothing was started, or it was all stopped again.",
+            "Free some space (krmcourse doctor shows the lab clusters; `krmcourse down --all` removes them), or "
+            "set KRMCOURSE_HOME to a folder on a disk with room.") from cause
 
 
 def recorded(cluster: str) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -52,16 +52,35 @@ def private_file(path: Path, text: str) -> Path:
 
 
 @contextmanager
-def file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path, waiting: Callable[[], None] | None = None,
+              remove: Callable[[], bool] | None = None) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if missing) while the block runs; wait for it first.
 
     The lock is machine-wide for everyone who uses the same path, and the kernel drops it when its
-    holder dies, so a crash never leaves it stuck.
+    holder dies, so a crash never leaves it stuck. ``waiting`` is called once if another holder has it
+    (to say so). If ``remove`` says so when the block ends, the lock file is deleted, still locked: a
+    waiter then finds its file gone and locks a fresh one, so two holders never overlap.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    while True:
+        with open(path, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if waiting is not None:
+                    waiting()
+                    waiting = None
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                current = os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino
+            except FileNotFoundError:
+                current = False
+            if not current:
+                continue  # the holder we waited for removed it: lock the file that is there now
+            try:
+                yield
+            finally:
+                if remove is not None and remove():
+                    path.unlink(missing_ok=True)
+                fcntl.flock(fh, fcntl.LOCK_UN)
+            return
