@@ -88,18 +88,25 @@ def test_no_claim_the_transcripts_contradict(path: Path) -> None:
     assert not found, f"{path.name} repeats a claim the transcripts contradict:\n" + "\n".join(found)
 
 
+#: Every percentage the two talks give, as facts (the transcripts themselves are not shipped): about
+#: 60% of CRDs use some validation and about 1% declare scale (2019), and the 2019 talk's survey covers
+#: about 90% of what is in the KRM ecosystem. test_the_recorded_figures_are_the_transcripts checks it.
+TALK_PERCENTAGES = {60.0, 1.0, 90.0}
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_every_percentage_credited_to_a_talk_is_in_a_transcript(path: Path) -> None:
-    said = {float(n) for n in PERCENT.findall(transcripts())}
+def test_every_percentage_credited_to_a_talk_is_one_the_talks_give(path: Path) -> None:
     wrong = [f"{figure}% in {s!r}" for s in credited(markdown(path))
-             for figure in PERCENT.findall(s) if float(figure) not in said]
+             for figure in PERCENT.findall(s) if float(figure) not in TALK_PERCENTAGES]
     assert not wrong, (f"{path.name} credits a talk with figures no transcript gives (label figures from "
                        "elsewhere with their own source, in a sentence of their own):\n" + "\n".join(wrong))
 
 
+def test_the_recorded_figures_are_the_transcripts() -> None:
+    assert {float(n) for n in PERCENT.findall(transcripts())} == TALK_PERCENTAGES
+
+
 def test_the_checks_see_the_talks_figures() -> None:
-    """Guard against a check that passes because it reads nothing: the transcripts and notebooks are read."""
-    said = {float(n) for n in PERCENT.findall(transcripts())}
-    assert {60.0, 1.0} <= said
+    """Guard against a check that passes because it reads nothing: the notebooks' credited sentences are read."""
     found = [s for p in NOTEBOOKS for s in credited(markdown(p))]
     assert len(found) >= 4, found
