@@ -1,8 +1,9 @@
 """The ``krmcourse`` command. Every subcommand is a thin layer over the Python API.
 
-Exit codes: 0 success; 1 an exercise check failed; 2 bad input (unknown lab, exercise, option);
-3 toolchain (Go missing or too old, build failed); 4 provider (none usable, Docker absent, port in
-use); 5 cluster (failed to start, unhealthy, broken state); 6 kubectl failed; 130 interrupted.
+Exit codes: 0 success; 1 an exercise check failed (or sync-notebooks --check found a notebook to
+rewrite); 2 bad input (unknown lab, exercise, option); 3 toolchain (Go missing or too old, build
+failed); 4 provider (none usable, Docker absent, port in use); 5 cluster (failed to start, unhealthy,
+broken state); 6 kubectl failed; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -196,6 +197,20 @@ def cmd_new_lab(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sync_notebooks(args: argparse.Namespace) -> int:
+    from . import notebook_cells
+
+    differing = notebook_cells.sync_all(check=args.check)
+    for path, fields in differing.items():
+        print(f"{path}: {'differs from' if args.check else 'rewrote from'} lab.yaml in {', '.join(fields)}")
+    if args.check and differing:
+        print("Run 'krmcourse sync-notebooks' to write them from lab.yaml.", file=sys.stderr)
+        return 1
+    if not differing:
+        print("Every notebook's first and last cells agree with its lab.yaml.")
+    return 0
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     """Everything a learner needs: toolchain, the first lab, and JupyterLab on the notebooks.
 
@@ -294,6 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("--after", metavar="LAB", help="take the number right after this lab's notebook")
     p.add_argument("--part", help="the course part, I-VI (default: the part of the lab before it)")
     p.set_defaults(fn=cmd_new_lab)
+    p = sub.add_parser("sync-notebooks",
+                       help="write each notebook's first and last cells from its lab.yaml, keeping the prose")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 listing the notebooks that differ")
+    p.set_defaults(fn=cmd_sync_notebooks)
     p = sub.add_parser("start", help="build what is missing, bring up the first lab, open JupyterLab")
     p.add_argument("--no-browser-lab", action="store_true", help="stop before starting JupyterLab")
     p.add_argument("--no-browser", action="store_true",
@@ -314,6 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (krmcourse schedule | head): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ def test_the_scaffold_loads_and_keeps_the_notebook_conventions(roots: Path, caps
 
     cells = nbformat.read(path, as_version=4).cells
     assert cells[0].source == notebook_cells.header(spec) and cells[-1].source == notebook_cells.key_points(spec)
+    assert krmcourse(["sync-notebooks", "--check"]) == 0  # new-lab and sync-notebooks write the same cells
     [solution] = [c for c in cells if "solution" in c.metadata.get("tags", [])]
     assert solution.source == f'lab.show_solution("{exercise.id}")'
     assert solution.metadata["jupyter"] == {"source_hidden": True}
