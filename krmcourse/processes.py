@@ -137,6 +137,29 @@ class ManagedProcess:
         return f"<ManagedProcess {self.name} pid={self.pid} {state}>"
 
 
+#: Starts the program in sys.argv[2:] with its output appended to sys.argv[1], prints its pid, and
+#: exits: the program is then nobody's child, as a daemon is.
+_LAUNCHER = """import subprocess, sys
+log = open(sys.argv[1], "ab")
+child = subprocess.Popen(sys.argv[2:], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         start_new_session=True)
+print(child.pid)
+"""
+
+
+def spawn_detached(argv: list[str], log: Path, env: dict[str, str]) -> int:
+    """Start a program that belongs to a cluster, not to this process, and return its pid.
+
+    Part of a cluster (kwok beside a kind node, say) must outlive whoever ran ``up``, a notebook kernel
+    or ``krmcourse start``, and must not count among its children; kwokctl starts its components the
+    same way. A short-lived launcher starts it in a session of its own and exits, so the program is
+    handed to init. Stop it by its pid (``down`` does).
+    """
+    done = subprocess.run([sys.executable, "-c", _LAUNCHER, str(log), *argv], env=env, capture_output=True,
+                          text=True, check=True)
+    return int(done.stdout)
+
+
 def kill_recorded(folder: Path) -> list[int]:
     """Kill processes recorded in ``folder`` by an earlier Python that did not stop them."""
     killed = []

@@ -1,4 +1,4 @@
-"""KP4 on a real cluster: a Backup's terminal phase survives late events, restarts, SIGKILL and clients.
+"""KP4 on a real cluster: a Backup's terminal condition survives late events, restarts, SIGKILL and clients.
 
 The cluster runs with labs/job-like/kwok-stages.yaml, so the Jobs' pods succeed or fail on cue.
 """
@@ -45,11 +45,12 @@ def test_stages_make_job_pods_fail_on_cue(lab: Lab) -> None:
     assert joblab.job_finishing_on_cue(lab, "t-bad", "Failed") == "Failed"
 
 
-def test_terminal_phases_survive_late_events_and_restarts(lab: Lab, controller) -> None:
+def test_terminal_conditions_survive_late_events_and_restarts(lab: Lab, controller) -> None:
     joblab.backup(lab, "t-good", "Succeeded", after="1s")
     joblab.backup(lab, "t-fail", "Failed", after="1s")
     lab.wait_until(
-        lambda: (joblab.phase(lab, "t-good"), joblab.phase(lab, "t-fail")) == ("Succeeded", "Failed"),
+        lambda: joblab.conditions(lab, "t-good").get("Complete") == "True"
+        and joblab.conditions(lab, "t-fail").get("Failed") == "True",
         timeout=60,
         message="the backups did not finish",
     )
@@ -65,13 +66,17 @@ def test_terminal_phases_survive_late_events_and_restarts(lab: Lab, controller) 
 
 def test_controller_killed_mid_backup_converges_once(lab: Lab, controller) -> None:
     joblab.backup(lab, "t-killed", "Succeeded", after="3s")
-    lab.wait_until(lambda: joblab.phase(lab, "t-killed") == "Running", timeout=30, message="never started")
+    lab.wait_until(
+        lambda: joblab.conditions(lab, "t-killed").get("Running") == "True", timeout=30, message="never started"
+    )
     controller.kill()
     # The Job finishes while nobody watches: the restarted controller must learn it from its first list.
     lab.wait_for("job/backup-t-killed", "condition=Complete", namespace="shop", timeout=60)
     controller.restart()
     lab.wait_until(
-        lambda: joblab.phase(lab, "t-killed") == "Succeeded", timeout=60, message="did not converge"
+        lambda: joblab.conditions(lab, "t-killed").get("Complete") == "True",
+        timeout=60,
+        message="did not converge",
     )
     jobs = lab.kubectl(
         "get", "jobs", "-n", "shop", "-l", "joblike.krmcourse.dev/backup=t-killed", "-o", "name"
@@ -90,9 +95,12 @@ def test_api_server_refuses_to_leave_terminal_once_the_rule_is_in(lab: Lab) -> N
         "--subresource=status",
         "--type=merge",
     ]
-    lab.kubectl(*patch, "-p", json.dumps({"status": {"phase": "Succeeded"}}))
-    lab.kubectl(*patch, "-p", json.dumps({"status": {"phase": "Running"}}), "--dry-run=server")  # no rule yet
+    done = {"status": {"conditions": [{"type": "Complete", "status": "True", "reason": "Test"}]}}
+    again = {"status": {"conditions": [{"type": "Running", "status": "True", "reason": "Test"}]}}
+    lab.kubectl(*patch, "-p", json.dumps(done))
+    lab.kubectl(*patch, "-p", json.dumps(again), "--dry-run=server")  # no rule yet
     lab.solve("terminal-is-final")
     with pytest.raises(KubectlError, match="final"):
-        lab.kubectl(*patch, "-p", json.dumps({"status": {"phase": "Running"}}))
-    assert joblab.phase(lab, "t-client") == "Succeeded"
+        lab.kubectl(*patch, "-p", json.dumps(again))
+    assert joblab.conditions(lab, "t-client") == {"Complete": "True"}
+    lab.kubectl(*patch, "-p", json.dumps(done))  # rewriting the same terminal status is still allowed

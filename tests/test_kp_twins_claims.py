@@ -113,12 +113,13 @@ def test_binder_converges_after_sigkill_without_double_binding(claims: Lab) -> N
         binder.kill()
         binder.restart()
 
-        def phase(name: str) -> str:
+        def bound(name: str) -> bool:
             body = claims.get("databaseclaims.claims.krmcourse.dev", name, "team-b") or {}
-            return body.get("status", {}).get("phase", "")
+            conds = body.get("status", {}).get("conditions", [])
+            return any(c["type"] == "Bound" and c["status"] == "True" for c in conds)
 
         claims.wait_until(
-            lambda: all(phase(c["metadata"]["name"]) == "Bound" for c in claim_objs),
+            lambda: all(bound(c["metadata"]["name"]) for c in claim_objs),
             timeout=90,
             message="not every claim was bound after the restart",
         )

@@ -33,6 +33,7 @@ import yaml
 from .. import nodeimage, toolchain
 from ..errors import ClusterError, ProviderError
 from ..paths import private_file, state_dir
+from ..processes import spawn_detached
 from .base import ClusterOptions, Provider, Say, check_port_free, flags_of, range_request
 from .kwok import AUDIT_POLICY, _alive, _port_lock, _runs_from, free_ports, stop_process
 
@@ -297,15 +298,14 @@ class KindProvider(Provider):
         """Start kwok for the cluster in ``folder``, on a free loopback port, and record its pid."""
         (folder / "logs").mkdir(exist_ok=True)
         (folder / "pids").mkdir(exist_ok=True)
-        with _port_lock(), open(folder / "logs" / "kwok-controller.log", "ab") as log:
+        with _port_lock():
             port = free_ports(1)[0]
             argv = [str(folder / "bin" / "kwok"), f"--kubeconfig={folder / 'kubeconfig.yaml'}",
                     f"--config={folder / 'kwok.yaml'}", "--manage-all-nodes=false",
                     f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}", f"--server-address=127.0.0.1:{port}",
                     f"--node-port={port}", "--node-ip=127.0.0.1", "--node-lease-duration-seconds=40"]
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, env={**os.environ, "GOGC": "50"})
-        (folder / "pids" / "kwok-controller.pid").write_text(str(proc.pid))
+            pid = spawn_detached(argv, folder / "logs" / "kwok-controller.log", {**os.environ, "GOGC": "50"})
+        (folder / "pids" / "kwok-controller.pid").write_text(str(pid))
 
     def delete(self, cluster: str) -> None:
         folder = self.folder(cluster)

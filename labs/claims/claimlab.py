@@ -1,4 +1,4 @@
-"""Notebook helpers for the claims lab: read a binding from both sides."""
+"""Notebook helpers for the claims lab: read a binding from both sides, and the Bound condition."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ def binding(lab: Lab, namespace: str, claim: str) -> tuple[str, str]:
     return name, f"{ref.get('namespace')}/{ref.get('name')}" if uid_ok else ""
 
 
-def phase(lab: Lab, kind: str, name: str, namespace: str | None = None) -> str:
-    """status.phase of a Database or DatabaseClaim ('' when missing)."""
+def bound_reason(lab: Lab, kind: str, name: str, namespace: str | None = None) -> str:
+    """The reason of a Database's or DatabaseClaim's Bound condition ('' before the binder wrote one).
+
+    Database: Available, Bound or Released. DatabaseClaim: Pending, Bound or Lost.
+    """
     body = lab.get(f"{kind}.claims.krmcourse.dev", name, namespace=namespace) or {}
-    return body.get("status", {}).get("phase", "")
+    conds = [c for c in body.get("status", {}).get("conditions", []) if c.get("type") == "Bound"]
+    return conds[0].get("reason", "") if conds else ""

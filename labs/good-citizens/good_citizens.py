@@ -258,10 +258,10 @@ def compare_resync(
             ctl.stop()
         loads[variant] = load
         repaired = rest.call("GET", f"{CONFIGMAPS}/{victim}").status_code == 200
-        phase = (rest.ok("GET", f"{WIDGETS}/{expiring}").get("status") or {}).get("phase")
+        conds = (rest.ok("GET", f"{WIDGETS}/{expiring}").get("status") or {}).get("conditions", [])
         rows[variant] = {
             "deleted ConfigMap repaired": repaired,
-            "widget expired on time": phase == "Expired",
+            "widget expired on time": any(c["type"] == "Ready" and c["reason"] == "Expired" for c in conds),
             "requests": load.requests(),
             "GET configmaps": load.requests(verb="GET", resource="configmaps"),
             "reconciles": _own(own, "controller_reconciles_total"),

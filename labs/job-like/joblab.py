@@ -1,4 +1,4 @@
-"""Notebook helpers for the job-like lab: create Backups and Jobs, and read their phases."""
+"""Notebook helpers for the job-like lab: create Backups and Jobs, and read their conditions."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ def get(lab: Lab, name: str, namespace: str = "shop") -> dict[str, Any]:
     return lab.get(BACKUPS, name, namespace=namespace) or {}
 
 
-def phase(lab: Lab, name: str, namespace: str = "shop") -> str:
-    return get(lab, name, namespace).get("status", {}).get("phase", "")
+def conditions(lab: Lab, name: str, namespace: str = "shop") -> dict[str, str]:
+    """A Backup's conditions as {type: status}, for example {"Running": "False", "Complete": "True"}."""
+    return {c["type"]: c["status"] for c in get(lab, name, namespace).get("status", {}).get("conditions", [])}
 
 
 def job_finishing_on_cue(

@@ -15,8 +15,13 @@ BACKUPS = "backups.joblike.krmcourse.dev"
 NAMESPACE = "shop"
 
 
-def make_probe(lab: Lab, name: str, phase: str | None = None) -> None:
-    """A fresh probe Backup, optionally already moved to ``phase`` through the status subresource."""
+def conditions(**statuses: str) -> dict:
+    """A status holding these conditions, for example ``conditions(Complete="True")``."""
+    return {"conditions": [{"type": t, "status": s, "reason": "Probe"} for t, s in statuses.items()]}
+
+
+def make_probe(lab: Lab, name: str, terminal: str | None = None) -> None:
+    """A fresh probe Backup, optionally already ``terminal`` ('Complete'|'Failed') through the status subresource."""
     lab.kubectl("delete", BACKUPS, name, "-n", NAMESPACE, "--ignore-not-found", "--wait=true")
     lab.apply(
         {
@@ -30,8 +35,8 @@ def make_probe(lab: Lab, name: str, phase: str | None = None) -> None:
             "spec": {"database": "probe"},
         }
     )
-    if phase:
-        patch_status(lab, name, {"phase": phase})
+    if terminal:
+        patch_status(lab, name, conditions(Running="False", **{terminal: "True"}))
 
 
 def patch_status(lab: Lab, name: str, status: dict, dry_run: bool = False) -> str | None:
@@ -61,13 +66,20 @@ def remove_probe(lab: Lab, name: str) -> None:
     lab.kubectl("delete", BACKUPS, name, "-n", NAMESPACE, "--ignore-not-found", "--wait=false")
 
 
+MOVES = {  # name: (terminal condition at the start, the status a client then tries to write)
+    "Complete -> Running again": ("Complete", conditions(Running="True")),
+    "Failed -> Complete": ("Failed", conditions(Running="False", Failed="False", Complete="True")),
+    "Complete -> Complete and Failed": ("Complete", conditions(Running="False", Complete="True", Failed="True")),
+}
+
+
 def terminal_refusals(lab: Lab) -> dict[str, str | None]:
-    """Try to move terminal probes out of their phase (dry run); what did the API server say?"""
+    """Try to undo or contradict terminal probes' conditions (dry run); what did the API server say?"""
     answers: dict[str, str | None] = {}
-    for start, target in (("Succeeded", "Running"), ("Failed", "Succeeded")):
+    for move, (start, status) in MOVES.items():
         name = f"probe-{start.lower()}"
         make_probe(lab, name, start)
-        answers[f"{start}->{target}"] = patch_status(lab, name, {"phase": target}, dry_run=True)
+        answers[move] = patch_status(lab, name, status, dry_run=True)
         remove_probe(lab, name)
     return answers
 

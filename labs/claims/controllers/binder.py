@@ -3,9 +3,12 @@
 What it does on every pass, for every object (level-triggered, so a restart at any point is safe):
   * Databases carry a protection finalizer. A Database being deleted keeps it while a live claim is
     bound to it, so a bound Database never disappears under its claim (like PV protection).
-  * A Database's phase follows from its claimRef: none -> Available, live claim -> Bound, claim gone
-    -> Released. A Released Database with reclaimPolicy Delete is deleted; Retain keeps it (and its
-    data) until an admin clears claimRef, which makes it Available again: recycling.
+  * A Database's Bound condition follows from its claimRef: no claimRef -> False/Available, live claim
+    -> True/Bound, claim gone -> False/Released (the reasons are PV's phase words). A Released
+    Database with reclaimPolicy Delete is deleted; Retain keeps it (and its data) until an admin
+    clears claimRef, which makes it Available again: recycling.
+  * A claim's Bound condition is True/Bound once its Database names it, False/Pending before, and
+    False/Lost if its Database no longer does.
   * An unbound claim gets the smallest Available Database that fits; if none fits, a new Database is
     provisioned for it (reclaimPolicy Delete, since nobody else asked for it).
   * The binding is written in both directions, cluster-scoped side first (Database.spec.claimRef with
@@ -21,7 +24,7 @@ from typing import Any
 import kr8s
 from kr8s.objects import APIObject, new_class
 
-from krmcourse.passloop import log, objects, raw, run
+from krmcourse.passloop import condition, log, merge_conditions, objects, put_status, raw, run, same_status
 
 DATABASES = "databases.claims.krmcourse.dev"
 CLAIMS = "databaseclaims.claims.krmcourse.dev"
@@ -45,6 +48,7 @@ def bound_claim(db: dict[str, Any], claims: dict[tuple[str, str], dict[str, Any]
 
 
 def database_phase(db: dict[str, Any], claims: dict[tuple[str, str], dict[str, Any]]) -> str:
+    """PV's phase word for this Database (Available, Bound or Released): the reason of its Bound condition."""
     ref = db["spec"].get("claimRef")
     if not ref or not ref.get("uid"):
         return "Available"
@@ -77,15 +81,29 @@ def reconcile_database(obj: APIObject, claims: dict[tuple[str, str], dict[str, A
         obj.patch(
             {"metadata": {"finalizers": [*finalizers, FINALIZER], "resourceVersion": meta["resourceVersion"]}}
         )
-    phase = database_phase(db, claims)
+    reason = database_phase(db, claims)
     ref = db["spec"].get("claimRef") or {}
-    status = {"phase": phase, "claim": f"{ref['namespace']}/{ref['name']}" if ref.get("uid") else ""}
-    if db.get("status") != status:
-        obj.patch({"status": status}, subresource="status")
-        log.info("Database %s is %s %s", obj.name, phase, status["claim"])
-    if phase == "Released" and db["spec"].get("reclaimPolicy") == "Delete":
+    claim = f"{ref['namespace']}/{ref['name']}" if ref.get("uid") else ""
+    message = {
+        "Available": "no claim is bound; a claim that fits may bind it",
+        "Bound": f"bound to claim {claim}",
+        "Released": f"its claim {claim} is gone; reclaimPolicy decides what happens next",
+    }[reason]
+    set_bound(obj, db, reason == "Bound", reason, message, claim=claim)
+    if reason == "Released" and db["spec"].get("reclaimPolicy") == "Delete":
         obj.delete()
         log.info("Database %s released with reclaimPolicy Delete: deleted", obj.name)
+
+
+def set_bound(obj: APIObject, body: dict[str, Any], ok: bool, reason: str, message: str, **fields: str) -> None:
+    """Write the Bound condition (and any extra status fields), only when something changed."""
+    old = body.get("status") or {}
+    cond = condition("Bound", ok, reason, message, body["metadata"].get("generation"))
+    new = {**fields, "conditions": merge_conditions(old.get("conditions", []), [cond])}
+    if not same_status(old, new):
+        put_status(obj, new)
+        where = f"{obj.namespace}/{obj.name}" if obj.namespace else obj.name
+        log.info("%s %s is %s %s", obj.kind, where, reason, fields.get("claim", ""))
 
 
 def bind(api: kr8s.Api, claim_obj: APIObject, dbs: dict[str, APIObject]) -> None:
@@ -136,10 +154,13 @@ def reconcile_claim(api: kr8s.Api, obj: APIObject, dbs: dict[str, APIObject]) ->
         name = raw(obj)["spec"].get("databaseName")
     db = dbs.get(name or "")
     ref = (raw(db)["spec"].get("claimRef") or {}) if db else {}
-    phase = "Bound" if ref.get("uid") == claim["metadata"]["uid"] else ("Lost" if name else "Pending")
-    if (claim.get("status") or {}).get("phase") != phase:
-        obj.patch({"status": {"phase": phase}}, subresource="status")
-        log.info("DatabaseClaim %s/%s is %s", obj.namespace, obj.name, phase)
+    claim = raw(obj)  # binding changed its spec, so its generation too
+    if ref.get("uid") == claim["metadata"]["uid"]:
+        set_bound(obj, claim, True, "Bound", f"bound to Database {name}")
+    elif name:
+        set_bound(obj, claim, False, "Lost", f"Database {name} no longer names this claim")
+    else:
+        set_bound(obj, claim, False, "Pending", "waiting for a Database that fits")
 
 
 def reconcile_all(api: kr8s.Api) -> None:

@@ -1,9 +1,9 @@
 """The Widget controller, with switches for every good and bad habit that Part V measures.
 
 For each Widget it keeps a ConfigMap ``<name>-widget`` that holds the widget's size and colour, and
-it writes ``status.phase`` (Ready, or Expired once ``spec.expireAfterSeconds`` have passed) and
-``status.observedGeneration``. The switches change how it learns about the world, never what it
-wants:
+it writes a ``Ready`` condition (True, or False with reason Expired once ``spec.expireAfterSeconds``
+have passed) and ``status.observedGeneration``. The switches change how it learns about the world,
+never what it wants:
 
 --poll SECONDS        list every N seconds instead of list+watch (G2)
 --loops configmap,tally
@@ -90,6 +90,25 @@ def desired_configmap(widget: dict) -> dict:
     }
 
 
+def ready_condition(widget: dict, ok: bool, reason: str, message: str) -> dict:
+    """The Ready condition, keeping lastTransitionTime while its status stays the same (the convention).
+
+    Written here rather than imported from krmcourse.passloop, which brings in kr8s: Part V measures
+    this process's memory, and the toolkit in citizen_kit is all it should carry.
+    """
+    status = "True" if ok else "False"
+    before = [c for c in (widget.get("status") or {}).get("conditions", []) if c.get("type") == "Ready"]
+    since = before[0].get("lastTransitionTime") if before and before[0].get("status") == status else None
+    return {
+        "type": "Ready",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": widget["metadata"]["generation"],
+        "lastTransitionTime": since or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
 def seconds_left(widget: dict) -> float | None:
     """Seconds until the widget expires (<= 0: expired), or None when it never expires."""
     ttl = widget.get("spec", {}).get("expireAfterSeconds")
@@ -152,15 +171,19 @@ class WidgetController:
             await self.client.patch(CONFIGMAPS, self.ns, name, {"data": want["data"]})
             log(f"reconcile {key}: updated configmap {name}")
         left = seconds_left(widget)
-        phase = "Expired" if left is not None and left <= 0 else "Ready"
-        status = {"phase": phase, "configMap": name, "observedGeneration": widget["metadata"]["generation"]}
+        expired = left is not None and left <= 0
+        if expired:
+            ready = ready_condition(widget, False, "Expired", "spec.expireAfterSeconds have passed")
+        else:
+            ready = ready_condition(widget, True, "ConfigMapSynced", f"ConfigMap {name} holds size and colour")
+        status = {"configMap": name, "observedGeneration": widget["metadata"]["generation"], "conditions": [ready]}
         current = widget.get("status") or {}
         if any(current.get(k) != v for k, v in status.items()):
             await self.client.patch(
                 WIDGETS, self.ns, widget["metadata"]["name"], {"status": status}, "status"
             )
-            log(f"reconcile {key}: status {phase}")
-        if self.args.requeue_after and phase == "Ready" and left is not None:
+            log(f"reconcile {key}: status {ready['reason']}")
+        if self.args.requeue_after and not expired and left is not None:
             return left + 0.05
         return None
 

@@ -1,10 +1,11 @@
-"""Reference controller for the job-like lab: each Backup runs once, in a batch/v1 Job, to a final phase.
+"""Reference controller for the job-like lab: each Backup runs once, in a batch/v1 Job, to a final outcome.
 
 The contract it keeps (and the notebook tests):
-  * Pending -> Running -> Succeeded | Failed, and the last two are terminal: once a Backup is in one,
-    this controller never writes to it again, whatever it sees later (a late Job event, a deleted
-    Job, its own restart). That is the controller half of "monotonic"; the CRD's transition rule
-    (exercise terminal-is-final) is the API-server half that also stops everyone else.
+  * Like a batch/v1 Job, a Backup reports conditions, not a phase: Running while its Job runs, then
+    Complete or Failed, which are terminal. Once either is True, this controller never writes to the
+    Backup again, whatever it sees later (a late Job event, a deleted Job, its own restart). That is
+    the controller half of "monotonic"; the CRD's transition rules (exercise terminal-is-final) are
+    the API-server half that also stops everyone else.
   * The Job has a name derived from the Backup, so a controller killed between "create Job" and
     "write status" finds the same Job on restart instead of starting the backup twice.
   * The Job, not the controller, runs the work; the controller only translates its outcome.
@@ -21,7 +22,7 @@ from kr8s.objects import APIObject, Job
 from krmcourse.passloop import condition, log, merge_conditions, objects, put_status, raw, run
 
 BACKUPS = "backups.joblike.krmcourse.dev"
-TERMINAL = ("Succeeded", "Failed")
+TERMINAL = ("Complete", "Failed")  # condition types, as on a batch/v1 Job
 PROBE_LABEL = "joblike.krmcourse.dev/probe"
 
 
@@ -75,39 +76,49 @@ def job_for(backup: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_outcome(job: dict[str, Any]) -> tuple[str, str] | None:
-    """('Succeeded'|'Failed', message) once the Job has finished, else None."""
+    """How the Job ended, ('Succeeded'|'Failed', message), else None; the Backup says Complete or Failed."""
     for cond in job.get("status", {}).get("conditions", []):
         if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
-            phase = "Succeeded" if cond["type"] == "Complete" else "Failed"
-            return phase, cond.get("message") or cond.get("reason") or cond["type"]
+            result = "Succeeded" if cond["type"] == "Complete" else "Failed"
+            return result, cond.get("message") or cond.get("reason") or cond["type"]
     return None
 
 
+def finished(status: dict[str, Any]) -> str | None:
+    """The terminal condition type that is True ('Complete' or 'Failed'), or None while not finished."""
+    for cond in status.get("conditions", []):
+        if cond.get("type") in TERMINAL and cond.get("status") == "True":
+            return str(cond["type"])
+    return None
+
+
+def running(status: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Running" and c.get("status") == "True" for c in status.get("conditions", []))
+
+
 def write(
-    obj: APIObject, backup: dict[str, Any], phase: str, reason: str, message: str, **fields: Any
+    obj: APIObject, backup: dict[str, Any], outcome: str | None, reason: str, message: str, **fields: Any
 ) -> None:
+    """Running=True while outcome is None; else Running=False and the outcome's condition ('Complete'|'Failed')."""
     old = backup.get("status", {})
     generation = backup["metadata"].get("generation")
-    conds = [
-        condition("Running", phase == "Running", reason if phase == "Running" else phase, message, generation)
-    ]
-    if phase in TERMINAL:
-        conds.append(condition(phase, True, reason, message, generation))
+    conds = [condition("Running", outcome is None, reason, message, generation)]
+    if outcome:
+        conds.append(condition(outcome, True, reason, message, generation))
     status = {
         **old,
         **fields,
-        "phase": phase,
         "observedGeneration": generation,
         "conditions": merge_conditions(old.get("conditions", []), conds),
     }
     put_status(obj, status)
-    log.info("Backup %s/%s -> %s (%s)", obj.namespace, obj.name, phase, reason)
+    log.info("Backup %s/%s -> %s (%s)", obj.namespace, obj.name, outcome or "Running", reason)
 
 
 def reconcile(api: kr8s.Api, obj: APIObject) -> None:
     backup = raw(obj)
     status = backup.get("status", {})
-    if status.get("phase") in TERMINAL or backup["metadata"].get("labels", {}).get(PROBE_LABEL):
+    if finished(status) or backup["metadata"].get("labels", {}).get(PROBE_LABEL):
         return  # final: nothing that happens later may change it
     wanted = job_for(backup)
     found = list(api.get("jobs.batch", wanted["metadata"]["name"], namespace=obj.namespace))
@@ -131,7 +142,7 @@ def reconcile(api: kr8s.Api, obj: APIObject) -> None:
         write(
             obj,
             backup,
-            "Running",
+            None,
             "JobCreated",
             f"Job {wanted['metadata']['name']} is running",
             jobName=wanted["metadata"]["name"],
@@ -140,23 +151,24 @@ def reconcile(api: kr8s.Api, obj: APIObject) -> None:
         return
     outcome = job_outcome(raw(found[0]))
     if outcome is None:
-        if status.get("phase") != "Running":
+        if not running(status):
             write(
                 obj,
                 backup,
-                "Running",
+                None,
                 "JobRunning",
                 f"Job {wanted['metadata']['name']} is running",
                 jobName=wanted["metadata"]["name"],
                 startTime=status.get("startTime") or now(),
             )
         return
-    phase, message = outcome
+    result, message = outcome
+    kind = "Complete" if result == "Succeeded" else "Failed"
     write(
         obj,
         backup,
-        phase,
-        "Job" + ("Complete" if phase == "Succeeded" else "Failed"),
+        kind,
+        "Job" + kind,
         message,
         jobName=wanted["metadata"]["name"],
         completionTime=now(),

@@ -1,4 +1,4 @@
-"""Exercise: the API server itself refuses to move a Backup out of Succeeded or Failed."""
+"""Exercise: the API server itself refuses to undo a Backup's Complete or Failed condition."""
 
 import importlib.util
 import json
@@ -7,10 +7,13 @@ from types import ModuleType
 
 from krmcourse import CheckFailed, Lab
 
+# For every terminal condition that was True: it is still True, and no other terminal condition is.
 RULE = {
-    "rule": "!has(oldSelf.phase) || !(oldSelf.phase in ['Succeeded', 'Failed']) "
-    "|| (has(self.phase) && self.phase == oldSelf.phase)",
-    "message": "a Backup that has Succeeded or Failed is final",
+    "rule": "!has(oldSelf.conditions) || oldSelf.conditions.all(o, "
+    "!(o.type in ['Complete', 'Failed'] && o.status == 'True') || (has(self.conditions) "
+    "&& self.conditions.exists(n, n.type == o.type && n.status == 'True') "
+    "&& self.conditions.all(n, n.type == o.type || !(n.type in ['Complete', 'Failed'] && n.status == 'True'))))",
+    "message": "a Backup that is Complete or Failed is final",
 }
 PATH = "/spec/versions/0/schema/openAPIV3Schema/properties/status/x-kubernetes-validations"
 
@@ -30,7 +33,8 @@ def check(lab: Lab) -> None:
     for move, refusal in _probes(lab).terminal_refusals(lab).items():
         if refusal is None:
             raise CheckFailed(
-                f"The API server accepted a status change {move}: a terminal phase can still be left."
+                f"The API server accepted a status change ({move}): a terminal condition can still be undone. "
+                "Compare the old and new status.conditions in a rule on the status schema."
             )
 
 
