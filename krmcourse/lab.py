@@ -320,11 +320,30 @@ class Lab:
             self.apply(nodes)
             return
         for node in nodes:
-            status = fast.create("/api/v1/nodes", node)
-            if status not in (201, 409):
-                raise ClusterError(f"Lab {self.name}: the API server answered {status} to creating "
-                                   f"node {node['metadata']['name']}.",
+            self._create_node(fast, node)
+
+    def _create_node(self, fast: probe.ApiProbe, node: dict[str, Any]) -> None:
+        """No answer in time (a loaded machine), a 429 or a 5xx is worth another try; a 409 means that an
+        earlier try that timed out had made it after all. Anything else is final."""
+        name, answers = node["metadata"]["name"], []
+
+        def made() -> bool:
+            answers.append(fast.create("/api/v1/nodes", node))
+            status = answers[-1]
+            if status in (201, 409):
+                return True
+            if status is not None and status < 500 and status != 429:
+                raise ClusterError(f"Lab {self.name}: the API server answered {status} to creating node {name}.",
                                    f"'krmcourse reset {self.name}' tries again from scratch.")
+            return False
+
+        try:
+            self.wait_until(made, timeout=60, interval=0.5)
+        except TimeoutError:
+            raise ClusterError(f"Lab {self.name}: creating node {name} got only {answers[-3:]} in 60 s "
+                               f"({len(answers)} tries; None is no answer in time).",
+                               f"'krmcourse reset {self.name}' tries again from scratch; if it fails again, "
+                               "'krmcourse doctor' checks the machine.") from None
 
     def _default_service_account(self, fast: probe.ApiProbe | None = None) -> bool:
         if fast:
