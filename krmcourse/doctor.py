@@ -19,7 +19,7 @@ from . import pins, toolchain
 from .kubectl import kubectl_binary
 from .lab import lock_path, recorded
 from .paths import state_dir
-from .processes import MARKER
+from .processes import MARKER, kill_recorded
 from .providers import Provider, owning_providers
 from .providers.kind import INOTIFY_INSTANCES, NO_ENGINE_HINT, KindProvider, inotify_advice
 from .providers.kwok import stop_process
@@ -127,6 +127,7 @@ def fix() -> list[str]:
         stop_process(proc.pid, (signal.SIGKILL,))
         done.append(f"stopped leaked process {proc.pid}")
     for provider, cluster in stale_clusters():
+        kill_recorded(state_dir() / "labs" / cluster / "processes")
         provider.delete(cluster)
         shutil.rmtree(state_dir() / "labs" / cluster, ignore_errors=True)
         lock_path(cluster).unlink(missing_ok=True)

@@ -569,7 +569,11 @@ class Lab:
             self._processes[name].stop()
         full_env = {**os.environ, **(env or {}), "KUBECONFIG": str(kubeconfig or self.kubeconfig),
                     "PYTHONUNBUFFERED": "1"}
-        proc = ManagedProcess(name, argv, full_env, self.home / "processes", cwd=cwd or self.path)
+        # The same command, settings and credentials make the same process: a later start (another
+        # interpreter's, say) adopts it while it runs.
+        identity = json.dumps([argv, sorted((env or {}).items()), str(kubeconfig or self.kubeconfig)])
+        proc = ManagedProcess(name, argv, full_env, self.home / "processes", cwd=cwd or self.path,
+                              identity=identity)
         self._processes[name] = proc
         return proc.start()
 

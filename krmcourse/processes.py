@@ -1,14 +1,15 @@
 """Controllers, operators and helper services that a lab runs beside its cluster.
 
-Every process is started in its own session, logs to a file, and is registered so that
-``Lab.down()``, interpreter exit and ``krmcourse doctor`` can find it; on Linux it also dies with the
-Python process that started it, so a killed Jupyter kernel leaves nothing behind.
+A lab's processes belong to the lab, not to whoever started them. Each one is started detached (in a
+session of its own, handed to init), logs to a file in the lab's folder and is recorded there in a pid
+file. So a controller that ``krmcourse solve`` started is still running for the ``krmcourse check`` that
+follows; a restarted notebook kernel finds it (:meth:`ManagedProcess.start` adopts it) instead of starting
+a second one; and ``down``, ``reset`` and ``krmcourse doctor --fix`` stop it.
 """
 
 from __future__ import annotations
 
-import atexit
-import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -16,68 +17,109 @@ import sys
 import time
 from pathlib import Path
 
-_RUNNING: list[ManagedProcess] = []
+#: Processes this interpreter started or adopted: their logs go into a failed test's report.
+_SEEN: list[ManagedProcess] = []
 
 #: Set in the environment of every managed process, so leftovers can be recognised safely.
 MARKER = "KRMCOURSE_MANAGED="
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
+def _record(pid_path: Path) -> dict[str, object]:
+    """What a pid file says: ``{"pid": ..., "identity": ..., "log_offset": ...}`` (or a bare pid)."""
+    try:
+        text = pid_path.read_text().strip()
+    except OSError:
+        return {}
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {"pid": record}
+
+
+def _exists(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited (a zombie, waiting to be reaped, has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def managed_pid_alive(pid: int, name: str | None = None) -> bool:
+    """Whether ``pid`` is a live process that krmcourse started (as ``name``, when given).
+
+    The marker in its environment guards against a reused pid; a zombie has no environment left.
+    """
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    if not _exists(pid):
+        return False
+    if name is None:
+        return MARKER.encode() in environ
+    return b"\0" + (MARKER + name).encode() + b"\0" in b"\0" + environ + b"\0"
 
 
 class ManagedProcess:
-    """A child process with a log file, started by :meth:`krmcourse.Lab.run_controller` and friends.
+    """A process that belongs to a lab, started by :meth:`krmcourse.Lab.run_controller` and friends.
 
     >>> proc = lab.run_controller(lab.path / "controller.py")   # doctest: +SKIP
     >>> proc.wait_for_log("reconciled")                         # doctest: +SKIP
     >>> proc.stop()                                             # doctest: +SKIP
+
+    ``identity`` says what makes two starts the same process (by default its command line): a start
+    adopts a recorded process with the same name and identity, and replaces one with another.
     """
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str], folder: Path,
-                 cwd: Path | None = None) -> None:
+                 cwd: Path | None = None, identity: str | None = None) -> None:
         self.name = name
         self.argv = argv
         self.env = {**env, MARKER[:-1]: name}
         self.cwd = cwd
         self.folder = folder
+        self.identity = identity if identity is not None else json.dumps(argv)
         self.log_path = folder / f"{name}.log"
         self.pid_path = folder / f"{name}.pid"
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
         self._log_offset = 0
+        self.adopted = False
 
     def start(self) -> ManagedProcess:
+        """Start the process, or adopt the lab's running one with the same name and identity."""
         if self.alive:
             return self
         self.folder.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        self._log_offset = self.log_path.stat().st_size
-        try:
-            self._proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdout=log,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          start_new_session=True, preexec_fn=_die_with_parent)
-        finally:
-            log.close()
-        self.pid_path.write_text(str(self._proc.pid))
-        if self not in _RUNNING:
-            _RUNNING.append(self)
+        record = _record(self.pid_path)
+        recorded = record.get("pid")
+        if isinstance(recorded, int) and managed_pid_alive(recorded, self.name):
+            if record.get("identity") == self.identity:
+                self._pid, self.adopted = recorded, True
+                self._log_offset = int(record.get("log_offset") or 0)  # type: ignore[call-overload]
+                self._remember()
+                return self
+            _stop_pid(recorded, timeout=10)  # the same name, started differently: replace it
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._pid = spawn_detached(self.argv, self.log_path, self.env, cwd=self.cwd)
+        self.adopted = False
+        self.pid_path.write_text(json.dumps({"pid": self._pid, "identity": self.identity,
+                                             "log_offset": self._log_offset}))
+        self._remember()
         return self
+
+    def _remember(self) -> None:
+        if self not in _SEEN:
+            _SEEN.append(self)
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        return self._pid
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        return self._proc.poll() if self._proc else None
+        return self._pid is not None and managed_pid_alive(self._pid, self.name)
 
     def logs(self, since_start: bool = True) -> str:
         """The log text, from this start (default) or from the first start."""
@@ -94,47 +136,52 @@ class ManagedProcess:
             if text in out:
                 return out
             if not self.alive:
-                raise RuntimeError(f"{self.name} exited (code {self.returncode}) before logging "
-                                   f"{text!r}. Its log:\n{out[-3000:]}")
+                raise RuntimeError(f"{self.name} exited before logging {text!r}. Its log:\n{out[-3000:]}")
             time.sleep(0.1)
         raise TimeoutError(f"{self.name} did not log {text!r} within {timeout:.0f} s. Its log:\n"
                            f"{self.logs()[-3000:]}")
 
-    def _signal(self, sig: int) -> None:
-        if self._proc is None:
-            return
-        try:
-            os.killpg(self._proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
     def stop(self, timeout: float = 10) -> None:
-        """SIGTERM the process group, SIGKILL after ``timeout``, and forget it."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._signal(signal.SIGTERM)
-            try:
-                self._proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._signal(signal.SIGKILL)
-                self._proc.wait(5)
-        self._signal(signal.SIGKILL)  # anything the process itself left in its group
-        self.pid_path.unlink(missing_ok=True)
-        if self in _RUNNING:
-            _RUNNING.remove(self)
+        """SIGTERM the process group, SIGKILL after ``timeout``, wait until it has gone, and forget it."""
+        if self._pid is not None:
+            _stop_pid(self._pid, timeout)
+        if _record(self.pid_path).get("pid") in (self._pid, None):
+            self.pid_path.unlink(missing_ok=True)
+        if self in _SEEN:
+            _SEEN.remove(self)
 
     def kill(self) -> None:
         """SIGKILL at once, as a crash would: no cleanup runs in the process."""
-        self._signal(signal.SIGKILL)
-        if self._proc is not None:
-            self._proc.wait(5)
+        if self._pid is not None:
+            _stop_pid(self._pid, timeout=0)
 
     def restart(self) -> ManagedProcess:
         self.stop()
         return self.start()
 
     def __repr__(self) -> str:
-        state = "running" if self.alive else f"exited {self.returncode}"
+        state = "running" if self.alive else "exited"
         return f"<ManagedProcess {self.name} pid={self.pid} {state}>"
+
+
+def _stop_pid(pid: int, timeout: float) -> None:
+    """Signal a managed process group (SIGTERM, or SIGKILL at once when ``timeout`` is 0) until it has gone."""
+    if not managed_pid_alive(pid):  # gone already, or the pid is no longer ours
+        return
+    for sig, wait in (((signal.SIGTERM, timeout),) if timeout > 0 else ()) + ((signal.SIGKILL, 10.0),):
+        if not _exists(pid):
+            break
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        deadline = time.monotonic() + wait
+        while _exists(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # anything the process itself left in its group
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 #: Starts the program in sys.argv[2:] with its output appended to sys.argv[1], prints its pid, and
@@ -147,7 +194,7 @@ print(child.pid)
 """
 
 
-def spawn_detached(argv: list[str], log: Path, env: dict[str, str]) -> int:
+def spawn_detached(argv: list[str], log: Path, env: dict[str, str], cwd: Path | None = None) -> int:
     """Start a program that belongs to a cluster, not to this process, and return its pid.
 
     Part of a cluster (kwok beside a kind node, say) must outlive whoever ran ``up``, a notebook kernel
@@ -155,32 +202,24 @@ def spawn_detached(argv: list[str], log: Path, env: dict[str, str]) -> int:
     same way. A short-lived launcher starts it in a session of its own and exits, so the program is
     handed to init. Stop it by its pid (``down`` does).
     """
-    done = subprocess.run([sys.executable, "-c", _LAUNCHER, str(log), *argv], env=env, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", _LAUNCHER, str(log), *argv], env=env, cwd=cwd,
+                          capture_output=True, text=True, check=True)
     return int(done.stdout)
 
 
 def kill_recorded(folder: Path) -> list[int]:
-    """Kill processes recorded in ``folder`` by an earlier Python that did not stop them."""
+    """Kill every process recorded in ``folder`` (a lab's processes), and remove the records."""
     killed = []
     for pid_file in folder.glob("*.pid"):
-        try:
-            pid = int(pid_file.read_text().strip())
-            # A pid can be reused: only kill a process that carries our marker in its environment.
-            if MARKER.encode() in Path(f"/proc/{pid}/environ").read_bytes():
-                os.killpg(pid, signal.SIGKILL)
-                killed.append(pid)
-        except (ValueError, OSError):
-            pass
+        pid = _record(pid_file).get("pid")
+        # A pid can be reused: only kill a process that carries our marker in its environment.
+        if isinstance(pid, int) and managed_pid_alive(pid):
+            _stop_pid(pid, timeout=0)
+            killed.append(pid)
         pid_file.unlink(missing_ok=True)
     return killed
 
 
 def running() -> list[ManagedProcess]:
-    return list(_RUNNING)
-
-
-@atexit.register
-def _stop_all() -> None:
-    for proc in list(_RUNNING):
-        proc.stop(timeout=3)
+    """The managed processes this interpreter started or adopted that are still running."""
+    return [p for p in _SEEN if p.alive]

@@ -90,9 +90,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not _OWN_HOME:
         return
     from krmcourse.paths import state_dir
+    from krmcourse.processes import kill_recorded
     from krmcourse.providers.kind import KindProvider
     from krmcourse.providers.kwok import KwokProvider
 
+    for folder in (state_dir() / "labs").glob("*/processes"):  # controllers belong to their lab
+        kill_recorded(folder)
     for provider in (KwokProvider(), KindProvider()):
         for cluster in provider.clusters():  # this run's state folder only
             provider.delete(cluster)

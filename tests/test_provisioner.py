@@ -106,6 +106,14 @@ def lab() -> Iterator[Lab]:
     lab.down()
 
 
+@pytest.fixture(autouse=True)
+def _healthy_cloud_after(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that injects a fault and then fails must not leave the next test an unhealthy cloud."""
+    yield
+    if "lab" in request.fixturenames:
+        prov.cloud(request.getfixturevalue("lab")).set_faults(outage=False, latency=0, fail_next=0)
+
+
 def _bucket(name: str, **spec: object) -> dict:
     return {"apiVersion": BUCKET, "kind": "Bucket", "metadata": {"name": name, "namespace": prov.TEAM},
             **({"spec": spec} if spec else {})}
@@ -148,8 +156,9 @@ def test_deletion_waits_for_the_cloud_and_survives_a_kill(lab: Lab) -> None:
     mark = len(controller.logs())
     lab.delete("bucket", "doomed", namespace=prov.TEAM, wait=False)
     # The provisioner tries, the cloud refuses, and the provisioner has handled that refusal (kopf logs
-    # the handler's TemporaryError): only then does "the finalizer keeps the object" mean anything.
-    lab.wait_until(lambda: any("[team-a/doomed]" in line and "failed temporarily" in line
+    # the release handler's TemporaryError): only then does "the finalizer keeps the object" mean anything.
+    # The outage also fails the next reconcile, so only the release handler's line counts.
+    lab.wait_until(lambda: any("[team-a/doomed] Handler 'release' failed temporarily" in line
                                for line in controller.logs()[mark:].splitlines()),
                    timeout=30, message="the provisioner never reported the refused cloud delete")
     assert any(c["method"] == "DELETE" and c["bucket"] == "team-a-doomed" and c["status"] == 503

@@ -1,0 +1,78 @@
+"""A lab's controllers belong to the lab: they outlive the command or kernel that started them, a later
+start adopts the running one, and ``down`` stops them.
+
+From a terminal, ``krmcourse solve`` starts the controllers an exercise needs and exits; the ``check``
+that follows, a separate command, must still find them running.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from krmcourse import Lab
+from krmcourse.processes import managed_pid_alive
+
+pytestmark = pytest.mark.cluster
+
+CLI = [sys.executable, "-m", "krmcourse.cli"]
+
+SLEEPER = "import os, time\nprint('started', os.getpid(), flush=True)\ntime.sleep(600)\n"
+
+
+def _gone(pid: int) -> bool:
+    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_controller_outlives_its_starter_and_is_adopted_not_doubled(tmp_path: Path) -> None:
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    lab = Lab("sandbox", instance="adopt").up()
+    try:
+        # Another interpreter (a notebook kernel, a `krmcourse solve`) starts it and exits.
+        starter = ("from krmcourse import Lab; p = Lab('sandbox', instance='adopt').run_controller("
+                   f"{str(script)!r}); p.wait_for_log('started'); print(p.pid)")
+        done = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        pid = int(done.stdout.split()[-1])
+        assert managed_pid_alive(pid, "sleeper"), "the controller died with the interpreter that started it"
+
+        proc = lab.run_controller(script)  # this interpreter finds it: no second copy
+        assert proc.adopted and proc.pid == pid
+        assert f"started {pid}" in proc.wait_for_log("started", timeout=5)
+
+        # A fresh Lab (as another interpreter has) with the same name, started differently: replaced.
+        other = Lab("sandbox", instance="adopt").run_controller(script, "--verbose")
+        assert not other.adopted and other.pid != pid and _gone(pid)
+        other.wait_for_log("started")
+    finally:
+        lab.down()
+    assert _gone(other.pid), "down left the lab's controller running"
+
+
+@pytest.mark.parametrize(("lab_name", "exercise"), [("provisioner", "succinct-bucket"),
+                                                    ("enforcer", "sidecar-policy")])
+def test_check_solve_check_as_separate_commands(lab_name: str, exercise: str) -> None:
+    """The round trip a learner makes in a terminal: each step is its own process."""
+    where = [lab_name, "--instance", "cli"]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600)
+
+    up = cli("up", *where)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        before = cli("check", *where, exercise)
+        assert before.returncode != 0, f"{exercise} passed before it was solved:\n{before.stdout}"
+        solved = cli("solve", *where, exercise)
+        assert solved.returncode == 0, solved.stdout + solved.stderr
+        after = cli("check", *where, exercise)
+        assert after.returncode == 0, (f"{exercise} failed its check after `solve` had exited:\n"
+                                       f"{after.stdout}{after.stderr}")
+    finally:
+        down = cli("down", *where)
+        assert down.returncode == 0, down.stdout + down.stderr
