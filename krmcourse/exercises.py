@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .errors import CheckFailed, UsageError
+from .labcode import package_name
 
 if TYPE_CHECKING:
     from .lab import Lab
@@ -25,7 +26,9 @@ def load(lab: Lab, exercise: str) -> ModuleType:
     if not spec.path.is_file():
         raise UsageError(f"Exercise {exercise!r} of lab {lab.name!r} has no file {spec.path}.",
                          "Each exercise listed in lab.yaml needs exercises/<id>.py with check() and solve().")
-    module_spec = importlib.util.spec_from_file_location(f"krmcourse_labs.{lab.name}.{exercise}", spec.path)
+    # Read afresh on every call, unlike the lab's other code (krmcourse.labcode): a check always runs the
+    # exercise file as it is now.
+    module_spec = importlib.util.spec_from_file_location(f"{package_name(lab.name)}.exercises.{exercise}", spec.path)
     assert module_spec and module_spec.loader
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)

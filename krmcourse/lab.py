@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import errno
-import importlib
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ import yaml
 
 from . import catalog, exercises, kubectl, probe, providers
 from .errors import ClusterError, ComponentStoppedError, KubectlError, UsageError
+from .labcode import lab_module
 from .paths import file_lock, private_file, state_dir
 from .processes import ManagedProcess, kill_recorded
 from .providers import ClusterOptions, Provider
@@ -598,15 +598,13 @@ class Lab:
 
     # ----------------------------------------------------------------- exercises
     def support(self, module: str) -> ModuleType:
-        """Import one of the lab's own Python modules: ``labs/<lab>/<module>.py``, or a package there.
+        """One of the lab's own Python modules: ``labs/<lab>/<module>.py``, a package there, or a module of
+        one (``greeter.model``), imported once under a lab-qualified name (see :mod:`krmcourse.labcode`).
 
         Notebooks and exercise checks call the lab's plumbing through this, e.g.
         ``pat = lab.support("patterns_support")``.
         """
-        folder = str(self.path)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        return importlib.import_module(module)
+        return lab_module(self.name, module, self.path)
 
     def check(self, exercise: str) -> None:
         """Raise CheckFailed with a hint unless the cluster solves ``exercise``."""

@@ -73,44 +73,6 @@ def raw(obj: APIObject) -> dict[str, Any]:
     return obj.raw.to_dict() if hasattr(obj.raw, "to_dict") else dict(obj.raw)
 
 
-def condition(type_: str, ok: bool, reason: str, message: str, generation: int | None) -> dict[str, Any]:
-    """A metav1.Condition-shaped dict; lastTransitionTime is set by set_status only when status flips."""
-    return {
-        "type": type_,
-        "status": "True" if ok else "False",
-        "reason": reason,
-        "message": message,
-        "observedGeneration": generation or 0,
-    }
-
-
-def merge_conditions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Keep lastTransitionTime when a condition's status did not change (the Kubernetes convention)."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    by_type = {c.get("type"): c for c in old}
-    merged = []
-    for cond in new:
-        before = by_type.get(cond["type"])
-        keep = before is not None and before.get("status") == cond["status"]
-        merged.append({**cond, "lastTransitionTime": before["lastTransitionTime"] if keep else now})
-    return merged
-
-
-def same_status(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Compare two statuses ignoring condition timestamps, to avoid writing when nothing changed.
-
-    This matters more with watches: every status write is itself an event that wakes the next pass,
-    so a pass that rewrote an unchanged status would wake the loop forever.
-    """
-
-    def strip(status: dict[str, Any]) -> dict[str, Any]:
-        out = dict(status)
-        out["conditions"] = [
-            {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status.get("conditions", [])
-        ]
-        return out
-
-    return strip(old) == strip(new)
 
 
 def put_status(obj: APIObject, status: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 #: Processes this interpreter started or adopted: their logs go into a failed test's report.
 _SEEN: list[ManagedProcess] = []
@@ -24,42 +25,48 @@ _SEEN: list[ManagedProcess] = []
 MARKER = "KRMCOURSE_MANAGED="
 
 
-def _record(pid_path: Path) -> dict[str, object]:
-    """What a pid file says: ``{"pid": ..., "identity": ..., "log_offset": ...}`` (or a bare pid)."""
+def _record(pid_path: Path) -> dict[str, Any]:
+    """What a pid file says: ``{"pid", "started", "identity", "log_offset"}`` (or a bare pid)."""
     try:
-        text = pid_path.read_text().strip()
-    except OSError:
-        return {}
-    try:
-        record = json.loads(text)
-    except ValueError:
+        record = json.loads(pid_path.read_text())
+    except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {"pid": record}
 
 
-def _exists(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not exited (a zombie, waiting to be reaped, has)."""
+def _started(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks after boot), or None once it has exited (a zombie has).
+
+    A pid and its start time name one process for good: a reused pid has another start time. Unlike
+    the environment, this is readable at every moment of the process's life, ``exec`` included.
+    """
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 def managed_pid_alive(pid: int, name: str | None = None) -> bool:
-    """Whether ``pid`` is a live process that krmcourse started (as ``name``, when given).
+    """Whether ``pid`` is a running process that krmcourse started (as ``name``, when given).
 
-    The marker in its environment guards against a reused pid; a zombie has no environment left.
+    The marker in its environment guards against a reused pid. (A process in the middle of ``exec``
+    shows no environment yet: for a process just started, compare start times instead.)
     """
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return False
-    if not _exists(pid):
+    if _started(pid) is None:
         return False
     if name is None:
         return MARKER.encode() in environ
     return b"\0" + (MARKER + name).encode() + b"\0" in b"\0" + environ + b"\0"
+
+
+def _running(pid: int, started: int | None) -> bool:
+    """Whether the process recorded as (``pid``, ``started``) still runs; without a start time, by its marker."""
+    return _started(pid) == started if started is not None else managed_pid_alive(pid)
 
 
 class ManagedProcess:
@@ -84,6 +91,7 @@ class ManagedProcess:
         self.log_path = folder / f"{name}.log"
         self.pid_path = folder / f"{name}.pid"
         self._pid: int | None = None
+        self._started: int | None = None
         self._log_offset = 0
         self.adopted = False
 
@@ -93,19 +101,20 @@ class ManagedProcess:
             return self
         self.folder.mkdir(parents=True, exist_ok=True)
         record = _record(self.pid_path)
-        recorded = record.get("pid")
-        if isinstance(recorded, int) and managed_pid_alive(recorded, self.name):
+        pid, started = record.get("pid"), record.get("started")
+        if isinstance(pid, int) and isinstance(started, int) and _running(pid, started):
             if record.get("identity") == self.identity:
-                self._pid, self.adopted = recorded, True
-                self._log_offset = int(record.get("log_offset") or 0)  # type: ignore[call-overload]
+                self._pid, self._started, self.adopted = pid, started, True
+                self._log_offset = int(record.get("log_offset") or 0)
                 self._remember()
                 return self
-            _stop_pid(recorded, timeout=10)  # the same name, started differently: replace it
+            _stop_pid(pid, started, timeout=10)  # the same name, started differently: replace it
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._pid = spawn_detached(self.argv, self.log_path, self.env, cwd=self.cwd)
+        self._started = _started(self._pid)
         self.adopted = False
-        self.pid_path.write_text(json.dumps({"pid": self._pid, "identity": self.identity,
-                                             "log_offset": self._log_offset}))
+        self.pid_path.write_text(json.dumps({"pid": self._pid, "started": self._started,
+                                             "identity": self.identity, "log_offset": self._log_offset}))
         self._remember()
         return self
 
@@ -119,7 +128,7 @@ class ManagedProcess:
 
     @property
     def alive(self) -> bool:
-        return self._pid is not None and managed_pid_alive(self._pid, self.name)
+        return self._pid is not None and self._started is not None and _started(self._pid) == self._started
 
     def logs(self, since_start: bool = True) -> str:
         """The log text, from this start (default) or from the first start."""
@@ -144,7 +153,7 @@ class ManagedProcess:
     def stop(self, timeout: float = 10) -> None:
         """SIGTERM the process group, SIGKILL after ``timeout``, wait until it has gone, and forget it."""
         if self._pid is not None:
-            _stop_pid(self._pid, timeout)
+            _stop_pid(self._pid, self._started, timeout)
         if _record(self.pid_path).get("pid") in (self._pid, None):
             self.pid_path.unlink(missing_ok=True)
         if self in _SEEN:
@@ -153,7 +162,7 @@ class ManagedProcess:
     def kill(self) -> None:
         """SIGKILL at once, as a crash would: no cleanup runs in the process."""
         if self._pid is not None:
-            _stop_pid(self._pid, timeout=0)
+            _stop_pid(self._pid, self._started, timeout=0)
 
     def restart(self) -> ManagedProcess:
         self.stop()
@@ -164,19 +173,19 @@ class ManagedProcess:
         return f"<ManagedProcess {self.name} pid={self.pid} {state}>"
 
 
-def _stop_pid(pid: int, timeout: float) -> None:
+def _stop_pid(pid: int, started: int | None, timeout: float) -> None:
     """Signal a managed process group (SIGTERM, or SIGKILL at once when ``timeout`` is 0) until it has gone."""
-    if not managed_pid_alive(pid):  # gone already, or the pid is no longer ours
+    if not _running(pid, started):  # gone already, or the pid is no longer ours
         return
     for sig, wait in (((signal.SIGTERM, timeout),) if timeout > 0 else ()) + ((signal.SIGKILL, 10.0),):
-        if not _exists(pid):
+        if _started(pid) is None:
             break
         try:
             os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
             break
         deadline = time.monotonic() + wait
-        while _exists(pid) and time.monotonic() < deadline:
+        while _started(pid) is not None and time.monotonic() < deadline:
             time.sleep(0.05)
     try:
         os.killpg(pid, signal.SIGKILL)  # anything the process itself left in its group
@@ -211,10 +220,11 @@ def kill_recorded(folder: Path) -> list[int]:
     """Kill every process recorded in ``folder`` (a lab's processes), and remove the records."""
     killed = []
     for pid_file in folder.glob("*.pid"):
-        pid = _record(pid_file).get("pid")
-        # A pid can be reused: only kill a process that carries our marker in its environment.
-        if isinstance(pid, int) and managed_pid_alive(pid):
-            _stop_pid(pid, timeout=0)
+        record = _record(pid_file)
+        pid, started = record.get("pid"), record.get("started")
+        # A pid can be reused: only kill the process recorded, by its start time (or marker).
+        if isinstance(pid, int) and _running(pid, started if isinstance(started, int) else None):
+            _stop_pid(pid, started if isinstance(started, int) else None, timeout=0)
             killed.append(pid)
         pid_file.unlink(missing_ok=True)
     return killed

@@ -8,8 +8,6 @@ rights it needs, and that the size limits are the server's own.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,21 +15,14 @@ from types import ModuleType
 import pytest
 
 from krmcourse import KubectlError, Lab
+from krmcourse.labcode import lab_module
 
 LAB_PATH = Path(__file__).resolve().parent.parent / "labs" / "api-anti-patterns"
-sys.path.insert(0, str(LAB_PATH))
-
-import datastore_limits as dl  # noqa: E402
-import fancydns as fd  # noqa: E402
-import fancydns_conversion as conv  # noqa: E402
+dl, fd, conv = (lab_module("api-anti-patterns", m) for m in ("datastore_limits", "fancydns", "fancydns_conversion"))
 
 
 def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"api_anti_patterns_{name}", LAB_PATH / "controllers" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return lab_module("api-anti-patterns", f"controllers.{name}")
 
 
 webhook_code = _script("fancydns_conversion_webhook")

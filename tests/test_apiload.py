@@ -144,10 +144,7 @@ def test_open_watches_follow_a_real_watch(lab) -> None:  # noqa: ANN001
 @pytest.mark.cluster
 def test_a_controller_and_the_api_server_agree(lab) -> None:  # noqa: ANN001
     """The G1 claim, in small: the controller's own counter equals kube-apiserver's, verb by verb."""
-    import sys
-
-    sys.path.insert(0, str(lab.path))
-    import good_citizens as gc
+    gc = lab.support("good_citizens")
 
     rest = apiload.RestClient(lab.kubeconfig)
     try:

@@ -7,18 +7,16 @@ scheduler and kwok's simulated nodes are all real, so "Ready" below means pods a
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from krmcourse import Lab
+from krmcourse.labcode import lab_module
 
 LABS = Path(__file__).resolve().parent.parent / "labs"
-sys.path.insert(0, str(LABS / "composite"))
-
-import composite_support as comp  # noqa: E402
+comp = lab_module("composite", "composite_support")
 
 WEBAPP = "web.krmcourse.dev/v1alpha1"
 

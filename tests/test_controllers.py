@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,12 +16,11 @@ import psutil
 import pytest
 
 from krmcourse import Lab
+from krmcourse.labcode import lab_module
 
 LAB_PATH = Path(__file__).resolve().parent.parent / "labs" / "controllers"
-sys.path.insert(0, str(LAB_PATH))
-
-from greeter import model  # noqa: E402
-from greeter.workqueue import WorkQueue  # noqa: E402
+model = lab_module("controllers", "greeter.model")
+WorkQueue = lab_module("controllers", "greeter.workqueue").WorkQueue
 
 SCRATCH = LAB_PATH / "scratch_controller.py"
 

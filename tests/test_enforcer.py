@@ -4,10 +4,8 @@ that keeps enforcing through a crash (no pod slips through while it is dead), an
 from __future__ import annotations
 
 import base64
-import importlib.util
 import ipaddress
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -15,18 +13,11 @@ from types import ModuleType
 import pytest
 from cryptography import x509
 
+from krmcourse.labcode import lab_module
 from krmcourse.webhooks import WebhookError, admission_response, make_tls, parse_review
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = ROOT / "labs" / "enforcer"
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ---------------------------------------------------------------- no cluster needed
@@ -74,7 +65,7 @@ def test_parse_review_rejects_bad_bodies(body: bytes, message: str) -> None:
 
 
 def test_sidecar_patch_is_idempotent_and_labels_are_checked() -> None:
-    webhook = _load("enforcer_webhook_under_test", LAB / "controllers" / "enforcer.py")
+    webhook = lab_module("enforcer", "controllers.enforcer")
     spec = {"sidecar": {"name": "log", "image": "l:1"}, "requiredLabels": ["team"]}
     policy = {"metadata": {"name": "p"}, "spec": spec}
     pod = {"metadata": {}, "spec": {"containers": [{"name": "app", "image": "a:1"}]}}
@@ -99,10 +90,7 @@ def lab() -> Iterator:
 
 @pytest.fixture(scope="module")
 def enf(lab) -> ModuleType:  # noqa: ANN001
-    sys.path.insert(0, str(lab.path))
-    import enforcer_support
-
-    return enforcer_support
+    return lab.support("enforcer_support")
 
 
 @pytest.mark.cluster

@@ -32,10 +32,7 @@ def lab() -> Iterator:
 
 @pytest.fixture(scope="module")
 def gc(lab) -> ModuleType:  # noqa: ANN001
-    sys.path.insert(0, str(lab.path))
-    import good_citizens
-
-    return good_citizens
+    return lab.support("good_citizens")
 
 
 @pytest.mark.cluster

@@ -3,9 +3,7 @@ middle of its work, it cannot write to the Deployment itself, and detaching leav
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -13,16 +11,13 @@ from types import ModuleType
 import pytest
 
 from krmcourse import KubectlError, kubectl
+from krmcourse.labcode import lab_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_desired_replicas_is_clamped() -> None:
-    path = ROOT / "labs" / "governor" / "controllers" / "governor.py"
-    spec = importlib.util.spec_from_file_location("governor_under_test", path)
-    assert spec and spec.loader
-    governor = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(governor)
+    governor = lab_module("governor", "controllers.governor")
     limits = {"itemsPerReplica": 5, "minReplicas": 1, "maxReplicas": 8}
     assert [governor.desired_replicas(n, limits) for n in (0, 1, 5, 6, 18, 1000)] == [1, 1, 1, 2, 4, 8]
 
@@ -38,10 +33,7 @@ def lab() -> Iterator:
 
 @pytest.fixture(scope="module")
 def gov(lab) -> ModuleType:  # noqa: ANN001
-    sys.path.insert(0, str(lab.path))
-    import governor_support
-
-    return governor_support
+    return lab.support("governor_support")
 
 
 def _status(lab) -> dict:  # noqa: ANN001

@@ -7,8 +7,6 @@ complete Stage set. The cluster behaviour is in tests/test_kp_*.py.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -16,23 +14,14 @@ from typing import Any
 import pytest
 import yaml
 
+from krmcourse.labcode import lab_module
+
 LABS = Path(__file__).resolve().parent.parent / "labs"
 
 
 def load(lab: str, module: str) -> ModuleType:
-    """Import labs/<lab>/controllers/<module>.py with that folder on sys.path (as the controller runs)."""
-    folder = LABS / lab / "controllers"
-    sys.path.insert(0, str(folder))
-    try:
-        name = f"kp_{lab.replace('-', '_')}_{module}"
-        spec = importlib.util.spec_from_file_location(name, folder / f"{module}.py")
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(folder))
+    """labs/<lab>/controllers/<module>.py, a module of pure functions that a controller imports."""
+    return lab_module(lab, f"controllers.{module}")
 
 
 def meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -7,19 +7,17 @@ for API servers without MutatingAdmissionPolicy is proven too.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from krmcourse import Lab
+from krmcourse.labcode import lab_module
 
 pytestmark = pytest.mark.cluster
 LAB = Path(__file__).resolve().parent.parent / "labs" / "classes"
-sys.path.insert(0, str(LAB))
-
-import classlab  # noqa: E402
+classlab = lab_module("classes", "classlab")
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ The cluster runs with labs/job-like/kwok-stages.yaml, so the Jobs' pods succeed 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,12 +13,11 @@ import pytest
 
 from krmcourse import Lab
 from krmcourse.errors import KubectlError
+from krmcourse.labcode import lab_module
 
 pytestmark = pytest.mark.cluster
 LAB = Path(__file__).resolve().parent.parent / "labs" / "job-like"
-sys.path.insert(0, str(LAB))
-
-import joblab  # noqa: E402
+joblab = lab_module("job-like", "joblab")
 
 
 @pytest.fixture(scope="module")

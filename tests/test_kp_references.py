@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from krmcourse import Lab
+from krmcourse.labcode import lab_module
 
 pytestmark = pytest.mark.cluster
 LAB = Path(__file__).resolve().parent.parent / "labs" / "references"
-sys.path.insert(0, str(LAB))
-
-import reflab  # noqa: E402
+reflab = lab_module("references", "reflab")
 
 BUCKETS = "buckets.refs.krmcourse.dev"
 

@@ -7,7 +7,6 @@ objects, restarted, and must reach the same end state as an uninterrupted run.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,8 +33,7 @@ def claims() -> Iterator[Lab]:
 
 
 def test_only_the_admin_writes_the_cluster_twin(twins: Lab) -> None:
-    sys.path.insert(0, str(LABS / "cluster-scoped-twins"))
-    import twins as helpers
+    helpers = twins.support("twins")
 
     policy = (
         "apiVersion: twins.krmcourse.dev/v1\nkind: ClusterImagePolicy\nmetadata: {name: t-wide}\n"

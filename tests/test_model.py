@@ -8,9 +8,7 @@ the API server refuse bad objects, scale, and migrate its storage version for re
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +18,7 @@ import pytest
 import yaml
 
 from krmcourse import CheckFailed, Lab, credentials
+from krmcourse.labcode import lab_module
 from krmcourse.webhooks import make_tls
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,18 +27,9 @@ CRDS = ROOT / "labs" / "custom-resources"
 PLANTS = "plants.garden.krmcourse.dev"
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-wire = _load("krm_wire", MODEL / "krm_wire.py")
-inspect_ = _load("krm_inspect", MODEL / "krm_inspect.py")
-cache_crd = _load("cache_crd", CRDS / "cache_crd.py")
+wire = lab_module("resource-model", "krm_wire")
+inspect_ = lab_module("resource-model", "krm_inspect")
+cache_crd = lab_module("custom-resources", "cache_crd")
 
 
 # ---------------------------------------------------------------- no cluster needed
@@ -98,7 +88,7 @@ def test_raw_client_explains_what_a_kubeconfig_lacks(tmp_path: Path) -> None:
 
 
 def _exercise(lab_dir: Path, exercise: str) -> ModuleType:
-    return _load(f"exercise_{lab_dir.name}_{exercise}".replace("-", "_"), lab_dir / "exercises" / f"{exercise}.py")
+    return lab_module(lab_dir.name, f"exercises.{exercise}")
 
 
 # ---------------------------------------------------------------- resource-model cluster

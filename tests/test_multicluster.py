@@ -11,6 +11,8 @@ from types import ModuleType
 
 import pytest
 
+from krmcourse.labcode import lab_module
+
 LAB = Path(__file__).resolve().parent.parent / "labs" / "multi-cluster"
 
 
@@ -37,10 +39,7 @@ def clusters() -> Iterator[tuple]:
 
 @pytest.fixture(scope="module")
 def fl(clusters) -> ModuleType:  # noqa: ANN001
-    sys.path.insert(0, str(LAB))
-    import fleet_lab
-
-    return fleet_lab
+    return lab_module("multi-cluster", "fleet_lab")
 
 
 @pytest.mark.cluster

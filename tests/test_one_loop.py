@@ -4,7 +4,6 @@ after a SIGKILL mid-work, and in separate mode a broken signal stops only the go
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -24,10 +23,7 @@ def lab() -> Iterator:
 
 @pytest.fixture(scope="module")
 def ol(lab) -> ModuleType:  # noqa: ANN001
-    sys.path.insert(0, str(lab.path))
-    import oneloop_support
-
-    return oneloop_support
+    return lab.support("oneloop_support")
 
 
 def _image(lab, namespace: str, name: str) -> str | None:  # noqa: ANN001

@@ -13,17 +13,14 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from krmcourse import CheckFailed, Lab
 from krmcourse.cloud import BucketExists, Cloud, CloudClient, CloudError, CloudUnavailable
+from krmcourse.labcode import lab_module
 
-LAB_PATH = Path(__file__).resolve().parent.parent / "labs" / "provisioner"
-sys.path.insert(0, str(LAB_PATH))
-
-import provisioner_support as prov  # noqa: E402
+prov = lab_module("provisioner", "provisioner_support")
 
 BUCKET = "storage.krmcourse.dev/v1alpha1"
 

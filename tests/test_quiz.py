@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
+from krmcourse.labcode import lab_module
 from krmcourse.quiz import QUESTIONS, Pattern, classify, grade, parse, quiz_widget
 
 
@@ -58,7 +56,6 @@ def test_widget_grades_through_the_same_code() -> None:
 
 
 def test_controller_patterns_lab_examples_cover_the_four_patterns() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "labs" / "controller-patterns"))
-    import patterns_support
+    patterns_support = lab_module("controller-patterns", "patterns_support")
 
     assert sorted(q.answer.value for q in patterns_support.EXAMPLES) == sorted(p.value for p in Pattern)

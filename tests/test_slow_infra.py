@@ -9,9 +9,7 @@ one host in the metal service, and status written by the controller alone.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,18 +21,12 @@ import httpx
 import pytest
 
 from krmcourse import Lab
+from krmcourse.labcode import lab_module
 
 LAB_PATH = Path(__file__).resolve().parent.parent / "labs" / "slow-infrastructure"
-sys.path.insert(0, str(LAB_PATH))
+metal_service, si = lab_module("slow-infrastructure", "metal_service"), lab_module("slow-infrastructure", "slowinfra")
 
-import metal_service  # noqa: E402
-import slowinfra as si  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("slow_infra_server_controller",
-                                               LAB_PATH / "controllers" / "server_controller.py")
-assert _spec and _spec.loader
-controller_code = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(controller_code)
+controller_code = lab_module("slow-infrastructure", "controllers.server_controller")
 
 
 # ----------------------------------------------------------------------------- without a cluster

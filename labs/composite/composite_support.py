@@ -7,12 +7,12 @@ the copies match.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from krmcourse import Lab, ManagedProcess
+from krmcourse.labcode import lab_module
 
 NAMESPACE = "krm-system"
 SERVICE_ACCOUNT = "webapp-controller"
@@ -25,12 +25,7 @@ _running: dict[tuple[str, str], ManagedProcess] = {}
 
 def provisioner_lab() -> ModuleType:
     """The provisioner lab's support module: the cloud and the provisioner, reused as they are."""
-    folder = str(Path(__file__).resolve().parent.parent / "provisioner")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    import provisioner_support
-
-    return provisioner_support
+    return lab_module("provisioner", "provisioner_support")
 
 
 def start_controller(lab: Lab) -> ManagedProcess:

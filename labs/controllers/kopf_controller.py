@@ -9,18 +9,16 @@ writes are the same functions the scratch controller uses (greeter.actions).
 from __future__ import annotations
 
 import logging
-import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 import kopf
 import kr8s.asyncio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # kopf loads this file by path
-
-from greeter import actions  # noqa: E402
-from greeter.model import (  # noqa: E402
+# `python -m kopf run` puts its working folder on the import path, and the lab runs it from the lab's
+# folder (lab.run_kopf), so the lab's greeter package imports as it does for the scratch controller.
+from greeter import actions
+from greeter.model import (
     FINALIZER,
     GROUP,
     PLURAL,

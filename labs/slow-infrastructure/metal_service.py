@@ -72,9 +72,11 @@ class Metal:
         if callback:
             try:
                 httpx.post(callback, json={"id": host_id, "event": "inspected"}, timeout=5).raise_for_status()
-                self.stats["callbacks sent"] += 1
+                with self.lock:
+                    self.stats["callbacks sent"] += 1
             except httpx.HTTPError as err:
-                self.stats["callbacks failed"] += 1  # the controller's periodic check will notice anyway
+                with self.lock:
+                    self.stats["callbacks failed"] += 1  # the controller's periodic check will notice anyway
                 print(f"callback to {callback} failed: {err}", flush=True)
 
 

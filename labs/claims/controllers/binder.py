@@ -24,7 +24,8 @@ from typing import Any
 import kr8s
 from kr8s.objects import APIObject, new_class
 
-from krmcourse.passloop import condition, log, merge_conditions, objects, put_status, raw, run, same_status
+from krmcourse.conditions import condition, merge_conditions, same_status
+from krmcourse.passloop import log, objects, put_status, raw, run
 
 DATABASES = "databases.claims.krmcourse.dev"
 CLAIMS = "databaseclaims.claims.krmcourse.dev"

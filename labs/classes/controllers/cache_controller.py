@@ -10,7 +10,8 @@ from __future__ import annotations
 import kr8s
 from classes import class_for, effective
 
-from krmcourse.passloop import condition, log, merge_conditions, objects, put_status, raw, run, same_status
+from krmcourse.conditions import condition, merge_conditions, same_status
+from krmcourse.passloop import log, objects, put_status, raw, run
 
 
 def reconcile_all(api: kr8s.Api) -> None:

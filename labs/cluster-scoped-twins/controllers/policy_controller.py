@@ -11,7 +11,8 @@ from typing import Any
 import kr8s
 from resolution import resolve
 
-from krmcourse.passloop import condition, log, merge_conditions, objects, put_status, raw, run, same_status
+from krmcourse.conditions import condition, merge_conditions, same_status
+from krmcourse.passloop import log, objects, put_status, raw, run
 
 
 def reconcile_all(api: kr8s.Api) -> None:

@@ -1,7 +1,5 @@
 """Exercise: team-a writes its own ImagePolicy so that App team-a/tools is admitted."""
 
-import importlib.util
-import sys
 from types import ModuleType
 
 from krmcourse import CheckFailed, Lab
@@ -16,15 +14,8 @@ spec:
 
 
 def _resolution(lab: Lab) -> ModuleType:
-    """The controller's own resolution rules (controllers/resolution.py), loaded by path."""
-    name = "twins_resolution_for_checks"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, lab.path / "controllers" / "resolution.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up here
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """The controller's own resolution rules (controllers/resolution.py)."""
+    return lab.support("controllers.resolution")
 
 
 def check(lab: Lab) -> None:

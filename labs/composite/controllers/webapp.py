@@ -15,7 +15,6 @@ the garbage collector deletes the children when the WebApp goes, and nothing her
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import logging
@@ -27,6 +26,8 @@ import kopf
 import kubernetes
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
+
+from krmcourse.conditions import ready_condition
 
 GROUP, VERSION, PLURAL = "web.krmcourse.dev", "v1alpha1", "webapps"
 MANAGER = "webapp-controller"
@@ -184,20 +185,6 @@ def claim(app: dict[str, Any], body: dict[str, Any], logger: logging.Logger) -> 
         body=body, name=name, namespace=ns, field_manager=MANAGER, force_conflicts=True
     )
     return ""
-
-
-def ready_condition(app: dict[str, Any], ok: bool, reason: str, message: str) -> dict[str, Any]:
-    old = next((c for c in (app.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
-    value = "True" if ok else "False"
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "type": "Ready",
-        "status": value,
-        "reason": reason,
-        "message": message,
-        "observedGeneration": app["metadata"]["generation"],
-        "lastTransitionTime": old.get("lastTransitionTime", now) if old.get("status") == value else now,
-    }
 
 
 def reconcile(namespace: str, name: str, logger: logging.Logger) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from krmcourse import CheckFailed, Lab
+from krmcourse.labcode import lab_module
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's own greeter package
-from greeter import model, once  # noqa: E402
+# The lab's own greeter package, as the notebook uses it.
+model, once = lab_module("controllers", "greeter.model"), lab_module("controllers", "greeter.once")
 
 NAMESPACE, NAME = "demo", "hola"
 

@@ -24,17 +24,17 @@ import asyncio
 import os
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prometheus_client import Gauge
 
-from citizen_kit import (  # noqa: E402 - the path above makes the sibling module importable
+from krmcourse.conditions import ready_condition
+from krmcourse.controllerkit import (
     CONFIGMAPS,
     FILTERED,
-    WIDGETS,
     Client,
     Conflict,
     Informer,
+    Resource,
     WorkQueue,
     key_of,
     log,
@@ -42,7 +42,8 @@ from citizen_kit import (  # noqa: E402 - the path above makes the sibling modul
     run_loop,
     serve_metrics,
 )
-from prometheus_client import Gauge  # noqa: E402
+
+WIDGETS = Resource("citizens.krmcourse.dev", "v1", "widgets")
 
 TALLY = Gauge("widgets_by_color", "Widgets per colour, kept by the tally loop", ["color"])
 WIDGET_LABEL = "citizens.krmcourse.dev/widget"
@@ -87,25 +88,6 @@ def desired_configmap(widget: dict) -> dict:
             ],
         },
         "data": {"size": str(spec.get("size", 1)), "color": str(spec.get("color", "grey"))},
-    }
-
-
-def ready_condition(widget: dict, ok: bool, reason: str, message: str) -> dict:
-    """The Ready condition, keeping lastTransitionTime while its status stays the same (the convention).
-
-    Written here rather than imported from krmcourse.passloop, which brings in kr8s: Part V measures
-    this process's memory, and the toolkit in citizen_kit is all it should carry.
-    """
-    status = "True" if ok else "False"
-    before = [c for c in (widget.get("status") or {}).get("conditions", []) if c.get("type") == "Ready"]
-    since = before[0].get("lastTransitionTime") if before and before[0].get("status") == status else None
-    return {
-        "type": "Ready",
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "observedGeneration": widget["metadata"]["generation"],
-        "lastTransitionTime": since or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 

@@ -19,7 +19,8 @@ from typing import Any
 import kr8s
 from kr8s.objects import APIObject, Job
 
-from krmcourse.passloop import condition, log, merge_conditions, objects, put_status, raw, run
+from krmcourse.conditions import condition, merge_conditions
+from krmcourse.passloop import log, objects, put_status, raw, run
 
 BACKUPS = "backups.joblike.krmcourse.dev"
 TERMINAL = ("Complete", "Failed")  # condition types, as on a batch/v1 Job

@@ -23,10 +23,10 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The toolkit (counting client, informer, work queue) is the one built in the good-citizens lab.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "good-citizens" / "controllers"))
+from prometheus_client import Counter, Gauge
 
-from citizen_kit import (  # noqa: E402
+# The toolkit (counting client, informer, work queue) the good-citizens lab's controller is built on.
+from krmcourse.controllerkit import (
     CONFIGMAPS,
     Client,
     Informer,
@@ -36,7 +36,6 @@ from citizen_kit import (  # noqa: E402
     run_loop,
     serve_metrics,
 )
-from prometheus_client import Counter, Gauge  # noqa: E402
 
 MIRROR = "fleet.krmcourse.dev/mirror"
 SOURCE = "fleet.krmcourse.dev/source-cluster"

@@ -3,7 +3,8 @@
 Each piece is what client-go or controller-runtime does for a Go controller, minus what these labs
 do not need. Every request goes through :class:`Client`, which counts it in the controller's own
 Prometheus metrics, so the controller can say how much load it makes and kube-apiserver's /metrics
-can confirm it. The multi-cluster lab reuses this file, one Client and one cache per cluster.
+can confirm it. The good-citizens lab's Widget controller is built on it, and the multi-cluster lab's
+fleet controller uses it with one Client and one cache per cluster.
 """
 
 from __future__ import annotations
@@ -78,7 +79,6 @@ class Resource:
 
 CONFIGMAPS = Resource("", "v1", "configmaps")
 SECRETS = Resource("", "v1", "secrets")
-WIDGETS = Resource("citizens.krmcourse.dev", "v1", "widgets")
 
 
 class Client:

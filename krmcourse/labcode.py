@@ -1,0 +1,55 @@
+"""The one way to load a lab's own Python code: by path, under a lab-qualified name, once.
+
+``labs/<lab>/<module>.py`` (or a package there, such as the controllers lab's ``greeter``) is imported
+as ``krmcourse_labs.<lab>.<module>``. Notebooks, exercise checks, controllers and tests all get the same
+module object, so state a module keeps (the provisioner lab's running processes, say) is shared, and no
+lab folder is ever put on ``sys.path``: two labs may have modules of the same name.
+
+>>> prov = lab_module("provisioner", "provisioner_support")   # doctest: +SKIP
+>>> prov is Lab("provisioner").support("provisioner_support")  # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from .errors import UsageError
+from .paths import labs_dir
+
+#: The package every lab's code is imported under.
+ROOT = "krmcourse_labs"
+
+
+def package_name(lab: str) -> str:
+    """``krmcourse_labs.<lab>``, with the hyphens of a lab's name turned into underscores."""
+    return f"{ROOT}.{lab.replace('-', '_')}"
+
+
+def _package(name: str, path: list[str]) -> ModuleType:
+    module = sys.modules.get(name)
+    if module is None:
+        module = ModuleType(name, f"Code of {name}, imported by krmcourse.labcode.")
+        module.__path__ = path  # a package whose modules are the files of these folders
+        module.__package__ = name
+        sys.modules[name] = module
+    return module
+
+
+def lab_module(lab: str, module: str, folder: Path | None = None) -> ModuleType:
+    """Import ``module`` (dotted for a package's module: ``greeter.model``) from the lab's folder.
+
+    ``folder`` defaults to ``labs/<lab>`` of the course (or of ``KRMCOURSE_LABS``).
+    """
+    folder = (folder or labs_dir() / lab).resolve()
+    if not folder.is_dir():
+        raise UsageError(f"There is no folder for lab {lab!r} at {folder}.", "'krmcourse list' shows the labs.")
+    _package(ROOT, [])
+    package = _package(package_name(lab), [str(folder)])
+    if package.__path__ != [str(folder)]:  # type: ignore[attr-defined]
+        raise UsageError(f"Lab {lab!r} was already loaded from {package.__path__[0]}, not {folder}.",  # type: ignore[attr-defined]
+                         "Load each lab's code from one folder per Python process.")
+    return importlib.import_module(f"{package.__name__}.{module}")
