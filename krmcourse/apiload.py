@@ -235,7 +235,8 @@ class ApiLoad:
 
         rows = self._need().by("apiserver_request_total", "verb", "resource", "subresource",
                                resource=self.resources)
-        kept = {key: count - self.minus_requests.get(key, 0) for key, count in rows.items()}
+        kept = {(verb, resource, sub): count - self.minus_requests.get((verb, resource, sub), 0)
+                for (verb, resource, sub), count in rows.items()}
         frame = pd.DataFrame([(*key, round(count)) for key, count in kept.items() if round(count) > 0],
                              columns=["verb", "resource", "subresource", "requests"])
         return frame.sort_values("requests", ascending=False, ignore_index=True)
@@ -312,7 +313,7 @@ class RestClient:
         self.received += len(response.content)
         return response
 
-    def ok(self, method: str, path: str, body: Any = None, **kwargs: Any) -> dict:
+    def ok(self, method: str, path: str, body: Any = None, **kwargs: Any) -> dict[str, Any]:
         """Like call(), but a failure raises with the API server's own message."""
         response = self.call(method, path, body, **kwargs)
         if response.status_code >= 400:

@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from . import catalog, doctor, paths, toolchain, workshop
 from .errors import KrmcourseError, UsageError
@@ -251,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def lab_cmd(name: str, fn, help: str, lab_required: bool = True) -> argparse.ArgumentParser:
+    def lab_cmd(name: str, fn: Callable[[argparse.Namespace], int], help: str,
+                lab_required: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
         p.add_argument("lab", nargs=None if lab_required else "?", help="lab name (see 'krmcourse list')")
         p.add_argument("--instance", help="a second cluster of the same lab, e.g. 'east'")

@@ -43,7 +43,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -139,6 +139,12 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), _Handler)
         self.state = state
 
+    @property
+    def url(self) -> str:
+        """``http://host:port``: an AF_INET server's address is a (str host, int port) pair."""
+        host, port = cast("tuple[str, int]", self.server_address[:2])
+        return f"http://{host}:{port}"
+
     def admin(self, method: str, path: str, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         st = self.state
         with st.lock:
@@ -205,20 +211,20 @@ class _Server(ThreadingHTTPServer):
             return HTTPStatus.BAD_REQUEST, {"error": f"bad bucket name {name!r}: use 3-63 of a-z, 0-9, -"}
         if name in self.state.buckets:
             return HTTPStatus.CONFLICT, {"error": f"bucket {name!r} already exists"}
-        bucket = {"name": name, "location": body.get("location", LOCATIONS[0]),
-                  "storageClass": body.get("storageClass", STORAGE_CLASSES[0]),
-                  "versioning": bool(body.get("versioning", False)),
-                  "state": "CREATING", "createdAt": time.time()}
+        bucket: dict[str, Any] = {"name": name, "location": body.get("location", LOCATIONS[0]),
+                                   "storageClass": body.get("storageClass", STORAGE_CLASSES[0]),
+                                   "versioning": bool(body.get("versioning", False)),
+                                   "state": "CREATING", "createdAt": time.time()}
         if problem := _invalid(bucket):
             return HTTPStatus.BAD_REQUEST, {"error": problem}
-        bucket["url"] = f"http://{self.server_address[0]}:{self.server_address[1]}/v1/buckets/{name}"
+        bucket["url"] = f"{self.url}/v1/buckets/{name}"
         self.state.buckets[name] = bucket
         return HTTPStatus.ACCEPTED, dict(bucket)
 
     def _update(self, bucket: dict[str, Any], body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         if "location" in body and body["location"] != bucket["location"]:
             return HTTPStatus.BAD_REQUEST, {"error": "a bucket's location cannot change"}
-        changed = {**bucket, **{k: body[k] for k in ("storageClass", "versioning") if k in body}}
+        changed: dict[str, Any] = {**bucket, **{k: body[k] for k in ("storageClass", "versioning") if k in body}}
         if problem := _invalid(changed):
             return HTTPStatus.BAD_REQUEST, {"error": problem}
         bucket.update(changed)
@@ -252,8 +258,7 @@ class Cloud:
     def url(self) -> str:
         if self._server is None:
             raise RuntimeError("the cloud is not running; call start() first")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self._server.url
 
     def start(self) -> Cloud:
         if self._server is None:
@@ -328,34 +333,34 @@ class CloudClient:
     def create_bucket(self, name: str, *, location: str = LOCATIONS[0], storage_class: str = "STANDARD",
                       versioning: bool = False) -> dict[str, Any]:
         body = {"name": name, "location": location, "storageClass": storage_class, "versioning": versioning}
-        return self._call("POST", "/v1/buckets", body).json()
+        return cast("dict[str, Any]", self._call("POST", "/v1/buckets", body).json())
 
     def get_bucket(self, name: str) -> dict[str, Any] | None:
         resp = self._call("GET", f"/v1/buckets/{name}")
-        return None if resp.status_code == 404 else resp.json()
+        return None if resp.status_code == 404 else cast("dict[str, Any]", resp.json())
 
     def update_bucket(self, name: str, **fields: Any) -> dict[str, Any]:
         resp = self._call("PATCH", f"/v1/buckets/{name}", fields)
         if resp.status_code == 404:
             raise CloudError(f"bucket {name!r} does not exist", 404)
-        return resp.json()
+        return cast("dict[str, Any]", resp.json())
 
     def delete_bucket(self, name: str) -> bool:
         """Delete a bucket. False when there was none, which a finalizer treats as done."""
         return self._call("DELETE", f"/v1/buckets/{name}").status_code == 204
 
     def list_buckets(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/v1/buckets").json()["items"]
+        return cast("list[dict[str, Any]]", self._call("GET", "/v1/buckets").json()["items"])
 
     def faults(self) -> dict[str, Any]:
-        return self._call("GET", "/admin/faults").json()
+        return cast("dict[str, Any]", self._call("GET", "/admin/faults").json())
 
     def set_faults(self, **changes: Any) -> dict[str, Any]:
         """Change some fault settings, e.g. ``set_faults(outage=True)``; returns all of them."""
-        return self._call("PUT", "/admin/faults", changes).json()
+        return cast("dict[str, Any]", self._call("PUT", "/admin/faults", changes).json())
 
     def calls(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/admin/calls").json()["items"]
+        return cast("list[dict[str, Any]]", self._call("GET", "/admin/calls").json()["items"])
 
     def reset(self) -> None:
         self._call("POST", "/admin/reset")

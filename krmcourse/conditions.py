@@ -30,7 +30,8 @@ def merge_conditions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> li
     for cond in new:
         before = by_type.get(cond["type"])
         keep = before is not None and before.get("status") == cond["status"] and before.get("lastTransitionTime")
-        merged.append({**cond, "lastTransitionTime": before["lastTransitionTime"] if keep else now})  # type: ignore[index]
+        stamp = before["lastTransitionTime"] if keep and before is not None else now
+        merged.append({**cond, "lastTransitionTime": stamp})
     return merged
 
 

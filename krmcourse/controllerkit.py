@@ -14,9 +14,9 @@ import json
 import random
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kr8s._exceptions import ServerError
 from prometheus_client import Counter, Gauge, start_http_server
@@ -100,7 +100,7 @@ class Client:
         name: str = "",
         subresource: str = "",
         **kwargs: Any,
-    ) -> dict:
+    ) -> dict[str, Any]:
         url = "/".join(p for p in (res.plural, name, subresource) if p)
         self._count(verb, res, subresource)
         try:
@@ -125,12 +125,12 @@ class Client:
         namespace: str | None = None,
         label_selector: str | None = None,
         metadata_only: bool = False,
-    ) -> dict:
+    ) -> dict[str, Any]:
         params = {"labelSelector": label_selector} if label_selector else {}
         headers = {"Accept": METADATA_LIST} if metadata_only else {}
         return await self._call("GET", "LIST", res, namespace, params=params, headers=headers)
 
-    async def get(self, res: Resource, namespace: str | None, name: str) -> dict | None:
+    async def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:
             return await self._call("GET", "GET", res, namespace, name)
         except ServerError as exc:
@@ -138,12 +138,12 @@ class Client:
                 return None
             raise
 
-    async def create(self, res: Resource, namespace: str | None, body: dict) -> dict:
+    async def create(self, res: Resource, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
         return await self._call("POST", "POST", res, namespace, content=json.dumps(body))
 
     async def patch(
-        self, res: Resource, namespace: str | None, name: str, patch: dict, subresource: str = ""
-    ) -> dict:
+        self, res: Resource, namespace: str | None, name: str, patch: dict[str, Any], subresource: str = ""
+    ) -> dict[str, Any]:
         """A JSON merge patch: send only what changes."""
         return await self._call(
             "PATCH",
@@ -173,7 +173,7 @@ class Client:
         resource_version: str,
         label_selector: str | None = None,
         metadata_only: bool = False,
-    ) -> AsyncIterator[dict]:
+    ) -> AsyncIterator[dict[str, Any]]:
         """Yield watch events until the server ends the stream (after timeoutSeconds) or the task is cancelled."""
         params = {
             "watch": "true",
@@ -209,12 +209,12 @@ class Client:
             OPEN_WATCHES.labels(self.cluster, res.plural).dec()
 
 
-def key_of(obj: dict) -> str:
+def key_of(obj: dict[str, Any]) -> str:
     meta = obj["metadata"]
     return f"{meta.get('namespace', '')}/{meta['name']}"
 
 
-Handler = Callable[[str, dict | None, dict | None], None]
+Handler = Callable[[str, dict[str, Any] | None, dict[str, Any] | None], None]
 
 
 class Informer:
@@ -243,19 +243,19 @@ class Informer:
         self.metadata_only = metadata_only
         self.poll_interval = poll_interval
         self.resync = resync
-        self.store: dict[str, dict] = {}
+        self.store: dict[str, dict[str, Any]] = {}
         self._sizes: dict[str, int] = {}
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
 
-    def _put(self, obj: dict) -> dict | None:
+    def _put(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         key = key_of(obj)
         old = self.store.get(key)
         self.store[key] = obj
         self._sizes[key] = len(json.dumps(obj))
         return old
 
-    def _drop(self, key: str) -> dict | None:
+    def _drop(self, key: str) -> dict[str, Any] | None:
         self._sizes.pop(key, None)
         return self.store.pop(key, None)
 
@@ -263,7 +263,7 @@ class Informer:
         CACHE_OBJECTS.labels(self.client.cluster, self.res.plural).set(len(self.store))
         CACHE_BYTES.labels(self.client.cluster, self.res.plural).set(sum(self._sizes.values()))
 
-    def _emit(self, kind: str, old: dict | None, new: dict | None) -> None:
+    def _emit(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         for handler in self.handlers:
             handler(kind, old, new)
 
@@ -307,7 +307,8 @@ class Informer:
                 async for event in self.client.watch(
                     self.res, self.namespace, version, self.label_selector, self.metadata_only
                 ):
-                    kind, obj = event.get("type"), event.get("object", {})
+                    # Every watch event the API server sends has a type.
+                    kind, obj = cast(str, event.get("type")), event.get("object", {})
                     if kind == "ERROR":
                         version = ""  # 410 Gone: our version is too old, so list afresh
                         break
@@ -410,9 +411,9 @@ async def run_loop(name: str, queue: WorkQueue, reconcile: Reconcile) -> None:
             queue.add_after(key, after)
 
 
-def main_guard(coro: Awaitable[None]) -> None:
+def main_guard(coro: Coroutine[Any, Any, None]) -> None:
     """Run a controller until SIGTERM or Ctrl-C, exiting quietly."""
     try:
-        asyncio.run(coro)  # type: ignore[arg-type]
+        asyncio.run(coro)
     except KeyboardInterrupt:
         sys.exit(0)

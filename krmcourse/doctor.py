@@ -67,7 +67,8 @@ def _lab_words(cluster: str) -> str:
     record = recorded(cluster)
     if record is None:
         return cluster.removeprefix("krm-")
-    return record["lab"] + (f" --instance {record['instance']}" if record.get("instance") else "")
+    lab: str = record["lab"]
+    return lab + (f" --instance {record['instance']}" if record.get("instance") else "")
 
 
 def examine() -> list[Finding]:

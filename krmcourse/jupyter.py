@@ -57,7 +57,7 @@ def kernel_config_file() -> Path:
 def with_course_extension(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with this module among the kernel's extra extensions. ``extra_extensions`` rather than
     ``extensions``, so that a list someone set elsewhere is added to, not replaced."""
-    merged = json.loads(json.dumps(config))
+    merged: dict[str, Any] = json.loads(json.dumps(config))
     extra = merged.setdefault("InteractiveShellApp", {}).setdefault("extra_extensions", [])
     if EXTENSION not in extra:
         extra.append(EXTENSION)

@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import yaml
 
 from . import catalog, exercises, kubectl, probe, providers
-from .errors import ClusterError, ComponentStoppedError, KubectlError, UsageError
+from .errors import CheckFailed, ClusterError, ComponentStoppedError, KubectlError, UsageError
 from .labcode import lab_module
 from .paths import file_lock, private_file, state_dir
 from .processes import ManagedProcess, kill_recorded
@@ -185,6 +185,8 @@ class Lab:
                 return self
             self.say(f"Lab {self.name}: the cluster {self.cluster} is broken ({reason}); recreating it.")
             self._teardown()
+        else:
+            kill_recorded(self.home / "processes")  # controllers of a cluster deleted behind our back
         require_disk_space()
         started = time.monotonic()
         for attempt in (1, 2):
@@ -441,7 +443,7 @@ class Lab:
         done = kubectl.run(self.kubeconfig, list(args), input=input, check=check, timeout=timeout)
         return done.stdout if check or done.returncode == 0 else done.stdout + done.stderr
 
-    def apply(self, source: Path | str | dict | Iterable[dict], server_side: bool = False,
+    def apply(self, source: Path | str | dict[str, Any] | Iterable[dict[str, Any]], server_side: bool = False,
               field_manager: str | None = None) -> str:
         """``kubectl apply`` a file, YAML text, one object, or a list of objects."""
         args = ["apply"]
@@ -460,7 +462,7 @@ class Lab:
         return self.kubectl(*args, "-f", "-", input=text)
 
     def get(self, kind: str, name: str, namespace: str | None = None,
-            show_managed_fields: bool = False) -> dict | None:
+            show_managed_fields: bool = False) -> dict[str, Any] | None:
         """The object as a dict, or None when it does not exist.
 
         kubectl hides ``metadata.managedFields`` unless asked; ``show_managed_fields=True`` keeps them.
@@ -469,7 +471,7 @@ class Lab:
         if show_managed_fields:
             args.append("--show-managed-fields")
         try:
-            return json.loads(self.kubectl(*args))
+            return cast("dict[str, Any]", json.loads(self.kubectl(*args)))
         except KubectlError as exc:
             if "NotFound" in exc.stderr or "not found" in exc.stderr:
                 return None
@@ -564,14 +566,16 @@ class Lab:
 
     # ----------------------------------------------------------------- processes
     def _process(self, name: str, argv: list[str], env: dict[str, str] | None,
-                 kubeconfig: Path | None, cwd: Path | None) -> ManagedProcess:
+                 kubeconfig: Path | None, cwd: Path | None, script: Path) -> ManagedProcess:
         if name in self._processes:
             self._processes[name].stop()
         full_env = {**os.environ, **(env or {}), "KUBECONFIG": str(kubeconfig or self.kubeconfig),
                     "PYTHONUNBUFFERED": "1"}
-        # The same command, settings and credentials make the same process: a later start (another
-        # interpreter's, say) adopts it while it runs.
-        identity = json.dumps([argv, sorted((env or {}).items()), str(kubeconfig or self.kubeconfig)])
+        # The same command, settings, credentials and code make the same process: a later start (another
+        # interpreter's, say) adopts it while it runs; an edited script starts afresh.
+        code = (self.path / script).stat()  # a relative script runs from the lab folder
+        identity = json.dumps([argv, sorted((env or {}).items()), str(kubeconfig or self.kubeconfig),
+                               code.st_mtime_ns, code.st_size])
         proc = ManagedProcess(name, argv, full_env, self.home / "processes", cwd=cwd or self.path,
                               identity=identity)
         self._processes[name] = proc
@@ -582,7 +586,7 @@ class Lab:
         """Run a Python script beside the cluster, with KUBECONFIG pointing at this lab."""
         script = Path(script)
         return self._process(name or script.stem, [sys.executable, str(script), *args], env, kubeconfig,
-                             None)
+                             None, script)
 
     def run_kopf(self, script: Path | str, namespace: str | None = None, name: str | None = None,
                  kubeconfig: Path | None = None, env: dict[str, str] | None = None) -> ManagedProcess:
@@ -590,7 +594,7 @@ class Lab:
         script = Path(script)
         scope = ["--namespace", namespace] if namespace else ["--all-namespaces"]
         argv = [sys.executable, "-m", "kopf", "run", "--standalone", *scope, str(script)]
-        return self._process(name or script.stem, argv, env, kubeconfig, None)
+        return self._process(name or script.stem, argv, env, kubeconfig, None, script)
 
     @property
     def processes(self) -> list[ManagedProcess]:
@@ -610,6 +614,15 @@ class Lab:
         """Raise CheckFailed with a hint unless the cluster solves ``exercise``."""
         exercises.check(self, exercise)
         self.say(f"Lab {self.name}: {exercise} solved.")
+
+    def solved(self, exercise: str) -> bool:
+        """Whether the cluster solves ``exercise`` now, said quietly: for polling until a solution takes
+        effect (``lab.wait_until(lambda: lab.solved("map-list"))``)."""
+        try:
+            exercises.check(self, exercise)
+        except CheckFailed:
+            return False
+        return True
 
     def solve(self, exercise: str) -> None:
         """Apply the reference solution of ``exercise``."""
@@ -673,7 +686,7 @@ def recorded(cluster: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) and {"lab", "provider"} <= record.keys() else None
 
 
-def _node(name: str) -> dict:
+def _node(name: str) -> dict[str, Any]:
     """A Node that kwok will look after: it becomes Ready and runs the pods scheduled on it."""
     return {
         "apiVersion": "v1", "kind": "Node",

@@ -49,7 +49,7 @@ def lab_module(lab: str, module: str, folder: Path | None = None) -> ModuleType:
         raise UsageError(f"There is no folder for lab {lab!r} at {folder}.", "'krmcourse list' shows the labs.")
     _package(ROOT, [])
     package = _package(package_name(lab), [str(folder)])
-    if package.__path__ != [str(folder)]:  # type: ignore[attr-defined]
-        raise UsageError(f"Lab {lab!r} was already loaded from {package.__path__[0]}, not {folder}.",  # type: ignore[attr-defined]
+    if package.__path__ != [str(folder)]:
+        raise UsageError(f"Lab {lab!r} was already loaded from {package.__path__[0]}, not {folder}.",
                          "Load each lab's code from one folder per Python process.")
     return importlib.import_module(f"{package.__name__}.{module}")

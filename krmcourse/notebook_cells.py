@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import nbformat
 
@@ -79,11 +79,11 @@ def key_points(spec: LabSpec) -> str:
 
 
 def header_cell(spec: LabSpec) -> nbformat.NotebookNode:
-    return nbformat.v4.new_markdown_cell(header(spec))
+    return cast(nbformat.NotebookNode, nbformat.v4.new_markdown_cell(header(spec)))
 
 
 def key_points_cell(spec: LabSpec) -> nbformat.NotebookNode:
-    return nbformat.v4.new_markdown_cell(key_points(spec))
+    return cast(nbformat.NotebookNode, nbformat.v4.new_markdown_cell(key_points(spec)))
 
 
 # ------------------------------------------------------------------------------------- reading back

@@ -37,7 +37,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import kr8s
 import kr8s.asyncio
@@ -65,7 +65,8 @@ def connect() -> kr8s.Api:
 
 def objects(api: kr8s.Api, resource: str, namespace: Any = kr8s.ALL) -> Iterator[APIObject]:
     """Every object of one resource type (for example 'apps.twins.krmcourse.dev')."""
-    yield from api.get(resource, namespace=namespace)
+    # Without raw=True, kr8s yields APIObjects only (its annotation also allows the raw dicts).
+    yield from cast("Iterator[APIObject]", api.get(resource, namespace=namespace))
 
 
 def raw(obj: APIObject) -> dict[str, Any]:

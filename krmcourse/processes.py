@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .paths import file_lock
+
 #: Processes this interpreter started or adopted: their logs go into a failed test's report.
 _SEEN: list[ManagedProcess] = []
 
@@ -99,24 +101,32 @@ class ManagedProcess:
         """Start the process, or adopt the lab's running one with the same name and identity."""
         if self.alive:
             return self
-        self.folder.mkdir(parents=True, exist_ok=True)
-        record = _record(self.pid_path)
-        pid, started = record.get("pid"), record.get("started")
-        if isinstance(pid, int) and isinstance(started, int) and _running(pid, started):
-            if record.get("identity") == self.identity:
-                self._pid, self._started, self.adopted = pid, started, True
-                self._log_offset = int(record.get("log_offset") or 0)
-                self._remember()
-                return self
-            _stop_pid(pid, started, timeout=10)  # the same name, started differently: replace it
-        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self._pid = spawn_detached(self.argv, self.log_path, self.env, cwd=self.cwd)
-        self._started = _started(self._pid)
-        self.adopted = False
-        self.pid_path.write_text(json.dumps({"pid": self._pid, "started": self._started,
-                                             "identity": self.identity, "log_offset": self._log_offset}))
+        with file_lock(self._lock_path):  # two interpreters starting the same name: one decides at a time
+            record = _record(self.pid_path)
+            pid, started = record.get("pid"), record.get("started")
+            if isinstance(pid, int) and isinstance(started, int) and _running(pid, started):
+                if record.get("identity") == self.identity:
+                    self._pid, self._started, self.adopted = pid, started, True
+                    self._log_offset = int(record.get("log_offset") or 0)
+                    self._remember()
+                    return self
+                _stop_pid(pid, started, timeout=10)  # the same name, started differently: replace it
+            elif isinstance(pid, int) and not isinstance(started, int) and managed_pid_alive(pid, self.name):
+                _stop_pid(pid, None, timeout=10)  # recorded without a start time: it cannot be adopted safely
+            self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+            self._pid = spawn_detached(self.argv, self.log_path, self.env, cwd=self.cwd)
+            self._started = _started(self._pid)
+            self.adopted = False
+            scratch = self.pid_path.with_suffix(".pid.new")
+            scratch.write_text(json.dumps({"pid": self._pid, "started": self._started,
+                                           "identity": self.identity, "log_offset": self._log_offset}))
+            scratch.replace(self.pid_path)  # readers see the old record or the new one, never half of one
         self._remember()
         return self
+
+    @property
+    def _lock_path(self) -> Path:
+        return self.folder / f"{self.name}.lock"
 
     def _remember(self) -> None:
         if self not in _SEEN:
@@ -152,10 +162,11 @@ class ManagedProcess:
 
     def stop(self, timeout: float = 10) -> None:
         """SIGTERM the process group, SIGKILL after ``timeout``, wait until it has gone, and forget it."""
-        if self._pid is not None:
-            _stop_pid(self._pid, self._started, timeout)
-        if _record(self.pid_path).get("pid") in (self._pid, None):
-            self.pid_path.unlink(missing_ok=True)
+        with file_lock(self._lock_path):
+            if self._pid is not None:
+                _stop_pid(self._pid, self._started, timeout)
+                if _record(self.pid_path).get("pid") == self._pid:  # another start's record stays
+                    self.pid_path.unlink(missing_ok=True)
         if self in _SEEN:
             _SEEN.remove(self)
 
@@ -177,20 +188,22 @@ def _stop_pid(pid: int, started: int | None, timeout: float) -> None:
     """Signal a managed process group (SIGTERM, or SIGKILL at once when ``timeout`` is 0) until it has gone."""
     if not _running(pid, started):  # gone already, or the pid is no longer ours
         return
+    started = _started(pid)  # the process we found, from here on (a marker-only record has no start time)
     for sig, wait in (((signal.SIGTERM, timeout),) if timeout > 0 else ()) + ((signal.SIGKILL, 10.0),):
-        if _started(pid) is None:
+        if _started(pid) != started:
             break
         try:
             os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
             break
         deadline = time.monotonic() + wait
-        while _started(pid) is not None and time.monotonic() < deadline:
+        while _started(pid) == started and time.monotonic() < deadline:
             time.sleep(0.05)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # anything the process itself left in its group
-    except (ProcessLookupError, PermissionError):
-        pass
+    if _started(pid) in (None, started):  # not if the pid now names someone else's process
+        try:
+            os.killpg(pid, signal.SIGKILL)  # anything the process itself left in its group
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 #: Starts the program in sys.argv[2:] with its output appended to sys.argv[1], prints its pid, and

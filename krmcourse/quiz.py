@@ -146,7 +146,7 @@ def grade(answers: Mapping[str, str | Pattern | None], questions: Sequence[Quest
     unknown = sorted(set(answers) - ids)
     if unknown:
         raise KeyError(f"no question with id {', '.join(unknown)}; the ids are {', '.join(sorted(ids))}")
-    return Score(tuple(Mark(q, None if answers.get(q.id) in (None, "") else parse(answers[q.id]))
+    return Score(tuple(Mark(q, None if (answer := answers.get(q.id)) is None or answer == "" else parse(answer))
                        for q in questions))
 
 

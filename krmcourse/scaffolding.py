@@ -17,9 +17,11 @@ written, so a refused or failed scaffold leaves nothing behind.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import cast
 
 import nbformat
 import yaml
@@ -174,7 +176,8 @@ def _write_lab(folder: Path, values: dict[str, str], *, part: str, concepts: lis
 
 
 def _notebook(spec: catalog.LabSpec) -> nbformat.NotebookNode:
-    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    md: Callable[..., nbformat.NotebookNode] = nbformat.v4.new_markdown_cell
+    code: Callable[..., nbformat.NotebookNode] = nbformat.v4.new_code_cell
     [exercise] = spec.exercises
     lab, ex = spec.name, exercise.id
     cells = [
@@ -207,7 +210,7 @@ def _notebook(spec: catalog.LabSpec) -> nbformat.NotebookNode:
     ]
     metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
                 "krmcourse": {"concepts": spec.concepts}, "language_info": {"name": "python"}}
-    return nbformat.v4.new_notebook(cells=cells, metadata=metadata)
+    return cast(nbformat.NotebookNode, nbformat.v4.new_notebook(cells=cells, metadata=metadata))
 
 
 LAB_YAML = """\
@@ -252,6 +255,8 @@ the notebook, from a terminal, or not at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from krmcourse import CheckFailed, Lab
 
 NAME, NAMESPACE = "starter", "default"
@@ -270,6 +275,15 @@ def check(lab: Lab) -> None:
 def solve(lab: Lab) -> None:
     lab.kubectl("patch", "configmap", NAME, "--namespace", NAMESPACE, "--type=merge",
                 "--patch", '{"data": {"stage": "ready"}}')
+
+
+def _annotate_instead(lab: Lab) -> None:
+    """Put the stage in an annotation: the object changes, but not the field that says its stage."""
+    lab.kubectl("annotate", "configmap", NAME, "--namespace", NAMESPACE, "--overwrite", "stage=ready")
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {"an annotation instead of the data": _annotate_instead}
 '''
 
 INSTRUCTOR = """\

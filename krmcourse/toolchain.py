@@ -396,7 +396,11 @@ def _install(say: Say, force: bool, provider: str) -> list[Path]:
         started = time.monotonic()
         say(f"[{step}/{steps}] building {component.name} {component.version}: "
             f"{', '.join(component.commands)}")
-        _build_into(component, say, lambda go, w, o, c=component: BUILDERS[c.name](go, w, o, say, c))
+
+        def build(go: str, work: Path, out: Path, c: Component = component) -> None:
+            BUILDERS[c.name](go, work, out, say, c)
+
+        _build_into(component, say, build)
         _record_time(f"{component.name}-{component.version}", time.monotonic() - started)
         say(f"[{step}/{steps}] {component.name} {component.version} built in "
             f"{time.monotonic() - started:.0f} s")

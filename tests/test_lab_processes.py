@@ -44,6 +44,29 @@ def test_alive_does_not_depend_on_what_the_process_shows_of_its_environment(tmp_
     assert not proc.alive and _gone(proc.pid or 0)
 
 
+def test_two_starts_at_once_make_one_process(tmp_path: Path) -> None:
+    """A notebook cell and a terminal `solve` starting the same controller together: one runs, both
+    know it (a second copy would be in no pid file, and nothing would ever stop it)."""
+    starter = ("import sys; from pathlib import Path; from krmcourse import ManagedProcess; "
+               "p = ManagedProcess('twin', [sys.executable, '-c', 'import time; time.sleep(60)'], {}, "
+               f"Path({str(tmp_path)!r})).start(); print(p.pid)")
+    runs = [subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    pids = {int(run.communicate(timeout=60)[0]) for run in runs}
+    twins = [p for p in psutil.process_iter(["pid"]) if _marked(p, "twin")]
+    try:
+        assert len(pids) == 1 and {p.pid for p in twins} == pids, (pids, twins)
+    finally:
+        for twin in twins:
+            twin.kill()
+
+
+def _marked(proc: psutil.Process, name: str) -> bool:
+    try:
+        return proc.environ().get("KRMCOURSE_MANAGED") == name
+    except psutil.Error:
+        return False
+
+
 @pytest.mark.cluster
 def test_a_controller_outlives_its_starter_and_is_adopted_not_doubled(tmp_path: Path) -> None:
     script = tmp_path / "sleeper.py"

@@ -17,7 +17,7 @@ import test_learner_mode as learner_mode  # tests/ is on sys.path: pytest puts i
 import test_notebooks as notebook_conventions
 import yaml
 
-from krmcourse import CheckFailed, Lab, catalog, notebook_cells, scaffolding
+from krmcourse import CheckFailed, Lab, catalog, exercises, notebook_cells, scaffolding
 from krmcourse.cli import main as krmcourse
 from krmcourse.exercises import SOLUTIONS_ENV
 
@@ -133,6 +133,11 @@ def test_the_exercise_check_fails_with_a_hint_on_a_fresh_lab_and_passes_after_so
         with pytest.raises(CheckFailed) as before:
             lab.check(exercise.id)
         assert "'starter'" in before.value.message and "draft" in before.value.message
+        wrong = exercises.load(lab, exercise.id).WRONG  # the scaffold shows the convention with one
+        for attempt in wrong.values():
+            attempt(lab)
+            with pytest.raises(CheckFailed):
+                lab.check(exercise.id)
         lab.solve(exercise.id)
         lab.check(exercise.id)
     finally:

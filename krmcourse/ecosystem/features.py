@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 Schema = Mapping[str, Any]
 
@@ -71,7 +71,7 @@ def _inline(node: Any) -> Mapping[str, Any] | None:
     if not isinstance(node, Mapping):
         return None
     if "properties" in node:
-        return node["properties"]
+        return cast("Mapping[str, Any]", node["properties"])
     for child in node.get("allOf") or []:
         if isinstance(child, Mapping) and "$ref" in child:
             return None

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import CapabilityError, PortInUseError
 
@@ -100,7 +101,7 @@ class Provider(ABC):
         self.require("control-plane-flags", "show kube-apiserver's command line")
         return {}
 
-    def etcd_range(self, cluster: str, key: str) -> list[dict]:
+    def etcd_range(self, cluster: str, key: str) -> list[dict[str, Any]]:
         """etcd's answer to a range request for one key (its ``kvs``, base64 as etcd sends them)."""
         self.require("etcd", "read etcd directly")
         return []

@@ -26,6 +26,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import yaml
@@ -166,7 +167,7 @@ class KindProvider(Provider):
         return done
 
     # ------------------------------------------------------------------------- the cluster
-    def config_document(self, options: ClusterOptions) -> dict:
+    def config_document(self, options: ClusterOptions) -> dict[str, Any]:
         """The kind Cluster configuration for one lab cluster."""
         folder = self.folder(options.cluster)
         networking: dict[str, object] = {"apiServerAddress": "127.0.0.1", "disableDefaultCNI": True,
@@ -440,7 +441,7 @@ class KindProvider(Provider):
         container = manifest["spec"]["containers"][0]
         return flags_of(["kube-apiserver", *container.get("command", [])[1:], *container.get("args", [])])
 
-    def etcd_range(self, cluster: str, key: str) -> list[dict]:
+    def etcd_range(self, cluster: str, key: str) -> list[dict[str, Any]]:
         """Ask etcd itself, inside the node, through its HTTP gateway with kubeadm's client certificate."""
         pki = "/etc/kubernetes/pki/etcd"
         done = self._exec(cluster, "curl", "-sS", "--fail", "--cacert", f"{pki}/ca.crt", "--cert",
@@ -477,7 +478,7 @@ def _may_lower_oom_scores() -> bool:
     return bool(int(bounding, 16) >> 24 & 1)
 
 
-def cni_config() -> dict:
+def cni_config() -> dict[str, Any]:
     """A CNI configuration for the one real node: a veth per pod, addresses from the node's range."""
     return {"cniVersion": "0.4.0", "name": "krmcourse", "plugins": [
         {"type": "ptp", "ipMasq": True, "mtu": 1500,

@@ -18,6 +18,7 @@ import tempfile
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -55,7 +56,8 @@ PORT_KEYS = ("kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerMan
 
 def free_ports(count: int) -> list[int]:
     """``count`` distinct ports that nothing listens on now, chosen by the kernel."""
-    socks, ports = [], []
+    socks: list[socket.socket] = []
+    ports: list[int] = []
     try:
         while len(ports) < count:
             sock = socket.socket()
@@ -119,7 +121,7 @@ class KwokProvider(Provider):
         return subprocess.run(cmd + list(args), env=self._env(), capture_output=True, text=True,
                                timeout=timeout, start_new_session=True)
 
-    def config_document(self, options: ClusterOptions) -> list[dict]:
+    def config_document(self, options: ClusterOptions) -> list[dict[str, Any]]:
         """The KwokctlConfiguration (plus any Stage documents) for one lab cluster."""
         bins = {c: str(toolchain.binary(c)) for c in (*pins.KUBERNETES_COMMANDS, "etcd", "kwok")}
         opts: dict[str, object] = {
@@ -149,9 +151,9 @@ class KwokProvider(Provider):
         # A lab's data is disposable, so etcd skips fsync. The Go components collect garbage a little
         # more eagerly than Go's default (GOGC=100), which keeps a lab cluster's memory down.
         gc = [{"name": "GOGC", "value": os.environ.get("KRMCOURSE_GOGC", GOGC)}]
-        patches: list[dict] = [{"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}],
+        patches: list[dict[str, Any]] = [{"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}],
                                 "extraEnvs": gc}]
-        apiserver: dict = {"name": "kube-apiserver", "extraEnvs": gc}
+        apiserver: dict[str, Any] = {"name": "kube-apiserver", "extraEnvs": gc}
         if options.apiserver_args:
             apiserver["extraArgs"] = [{"key": k, "value": v} for k, v in options.apiserver_args.items()]
         patches.append(apiserver)
@@ -161,7 +163,7 @@ class KwokProvider(Provider):
         single = [{"key": "leader-elect", "value": "false"}]
         patches += [{"name": c, "extraEnvs": gc, **({"extraArgs": single} if c.startswith("kube-") else {})}
                     for c in COMPONENTS if c not in ("etcd", "kube-apiserver")]
-        docs: list[dict] = [{"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
+        docs: list[dict[str, Any]] = [{"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
                              "options": opts, "componentsPatches": patches}]
         for stage_file in options.stages:
             docs += [d for d in yaml.safe_load_all(Path(stage_file).read_text()) if d]
@@ -245,7 +247,7 @@ class KwokProvider(Provider):
         except (OSError, TypeError):
             return {}
 
-    def etcd_range(self, cluster: str, key: str) -> list[dict]:
+    def etcd_range(self, cluster: str, key: str) -> list[dict[str, Any]]:
         """Ask etcd itself, on 127.0.0.1, through its HTTP gateway: no API server in between."""
         import httpx
 

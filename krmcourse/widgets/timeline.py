@@ -81,8 +81,8 @@ def describe_change(old: Obj | None, new: Obj) -> str:
     old_status, new_status = old.get("status") or {}, new.get("status") or {}
     if old_status != new_status:
         conditions = {c.get("type"): c.get("status") for c in new_status.get("conditions") or []}
-        before = {c.get("type"): c.get("status") for c in old_status.get("conditions") or []}
-        flips = [f"{t}={s}" for t, s in conditions.items() if before.get(t) != s]
+        earlier = {c.get("type"): c.get("status") for c in old_status.get("conditions") or []}
+        flips = [f"{t}={s}" for t, s in conditions.items() if earlier.get(t) != s]
         changes.append("status" + (f" ({', '.join(flips)})" if flips else ""))
     return ", ".join(changes)
 
@@ -208,10 +208,11 @@ class WatchRecorder:
         tasks = [asyncio.create_task(self._watch(api, kind, ev)) for kind, ev in zip(self.kinds, opened, strict=True)]
         try:
             waiter = asyncio.gather(*(ev.wait() for ev in opened))
-            done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            first: list[asyncio.Future[Any]] = [waiter, *tasks]
+            done, _ = await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
             for task in tasks:
-                if task in done and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+                if task in done and (error := task.exception()) is not None:
+                    raise error
             self._ready.set()
             await asyncio.gather(*tasks)
         finally:

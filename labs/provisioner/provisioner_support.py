@@ -92,9 +92,17 @@ def start_provisioner(lab: Lab) -> ManagedProcess:
 
 
 def ensure_running(lab: Lab) -> CloudClient:
-    """The cloud and the provisioner both up: what every exercise solution needs."""
-    procs = _running.get(_key(lab), {})
-    client = cloud(lab) if "cloud" in procs and procs["cloud"].alive else start_cloud(lab)
+    """The cloud and the provisioner both up: what every exercise solution needs.
+
+    A cloud that answers where the lab's configuration says is used as it is, whoever started it (a
+    notebook, or an earlier ``krmcourse solve``): starting another would lose the buckets it holds.
+    """
+    try:
+        client: CloudClient | None = cloud(lab)
+    except RuntimeError:  # not configured yet
+        client = None
+    if client is None or not client.healthy():
+        client = start_cloud(lab)
     start_provisioner(lab)
     return client
 

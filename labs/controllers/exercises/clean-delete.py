@@ -3,6 +3,9 @@ and not its entry in the cluster-wide index that only the controller's finalizer
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 from krmcourse import CheckFailed, Lab
 from krmcourse.labcode import lab_module
 
@@ -42,6 +45,10 @@ def check(lab: Lab) -> None:
 def solve(lab: Lab) -> None:
     farewell = lab.get("greeting", NAME, namespace=NAMESPACE)
     if farewell is None:
+        # Gone without its cleanup (its finalizer was taken off by hand): do what the finalizer stood for.
+        if f"{NAMESPACE}.{NAME}" in _index(lab):
+            lab.kubectl("patch", "configmap", model.INDEX_NAME, "-n", model.INDEX_NAMESPACE, "--type=json",
+                        "-p", json.dumps([{"op": "remove", "path": f"/data/{NAMESPACE}.{NAME}"}]))
         return
     if not farewell["metadata"].get("deletionTimestamp"):
         # Make sure the finalizer and the index entry exist, as they do once a controller has run.
@@ -56,3 +63,16 @@ def solve(lab: Lab) -> None:
         timeout=60,
         message="farewell or its ConfigMap is still there",
     )
+
+
+def _strip_the_finalizer(lab: Lab) -> None:
+    """Delete farewell, then take its finalizer off by hand instead of letting a controller finish it."""
+    once.reconcile_now(lab.kubeconfig, NAMESPACE, NAME)  # the finalizer and index entry, as after the notebook
+    lab.delete("greeting", NAME, namespace=NAMESPACE, wait=False)
+    lab.kubectl("patch", "greeting", NAME, "-n", NAMESPACE, "--type=merge", "-p", '{"metadata": {"finalizers": null}}')
+    lab.wait_until(lambda: lab.get("greeting", NAME, namespace=NAMESPACE) is None, timeout=30,
+                   message="farewell is still there")
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {"remove the finalizer by hand": _strip_the_finalizer}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 from krmcourse import CheckFailed, Lab
 from krmcourse.labcode import lab_module
 
@@ -46,3 +49,19 @@ def solve(lab: Lab) -> None:
         timeout=30,
         message="hola did not become Ready after the fix",
     )
+
+
+def _write_ready_by_hand(lab: Lab) -> None:
+    """Make the status say Ready without changing what the spec asks for."""
+    hola = lab.get("greeting", NAME, namespace=NAMESPACE)
+    assert hola is not None
+    status = {"observedGeneration": hola["metadata"]["generation"],
+              "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled", "message": "fine",
+                              "observedGeneration": hola["metadata"]["generation"],
+                              "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    lab.kubectl("patch", "greeting", NAME, "-n", NAMESPACE, "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": status}))
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {"write Ready=True into the status by hand": _write_ready_by_hand}

@@ -160,11 +160,14 @@ def detect_drift(
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
-def release(spec: kopf.Spec, meta: kopf.Meta, logger: kopf.ObjectLogger, **_: Any) -> None:
+def release(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, logger: kopf.ObjectLogger, **_: Any) -> None:
     """Runs while the finalizer holds the object: the cloud bucket goes first, then the object."""
     bucket_name = cloud_name(meta["namespace"], meta["name"])
     if spec.get("deletionPolicy") == "Retain":
         logger.info(f"deletionPolicy Retain: leaving cloud bucket {bucket_name} in place")
+        # Said as an Event too, which outlives the object: the record that the data was kept on purpose.
+        kopf.event(body, type="Normal", reason="Retained",
+                   message=f"deletionPolicy Retain: cloud bucket {bucket_name} left in place")
         return
     try:
         existed = cloud_client().delete_bucket(bucket_name)

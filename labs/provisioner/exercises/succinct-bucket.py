@@ -7,6 +7,8 @@ cloud really holds the bucket.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from krmcourse import CheckFailed, Lab
 
 NAME = "photos"
@@ -48,3 +50,17 @@ def solve(lab: Lab) -> None:
         }
     )
     sup.wait_ready(lab, NAME)
+
+
+def _spell_out_the_defaults(lab: Lab) -> None:
+    """Write the default values into the spec: the same Bucket, but not a succinct request."""
+    sup = lab.support("provisioner_support")
+    sup.ensure_running(lab)
+    lab.kubectl("apply", "-f", "-", input=(
+        "apiVersion: storage.krmcourse.dev/v1alpha1\nkind: Bucket\n"
+        f"metadata: {{name: {NAME}, namespace: {sup.TEAM}}}\nspec: {{storageClass: STANDARD}}\n"))
+    sup.wait_ready(lab, NAME)
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {"spell the defaults out in the spec": _spell_out_the_defaults}

@@ -69,11 +69,4 @@ def solve(lab: Lab) -> None:
         json.dumps([{"op": "add", "path": path, "value": STATES}]),
     )
 
-    def passes() -> bool:
-        try:
-            check(lab)
-        except CheckFailed:
-            return False
-        return True
-
-    lab.wait_until(passes, timeout=30, message="the new schema is not enforced yet")
+    lab.wait_until(lambda: lab.solved("state-enum"), timeout=30, message="the new schema is not enforced yet")

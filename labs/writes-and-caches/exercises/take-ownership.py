@@ -7,6 +7,8 @@ deliberate act: apply again with force, and managedFields record the new owner.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from krmcourse import CheckFailed, Lab
 from krmcourse.apiload import SSA, RestClient
 
@@ -42,9 +44,10 @@ def check(lab: Lab) -> None:
         raise CheckFailed(
             f"The {MANAGER} owns spec.size, but the size is {widget['spec'].get('size')}, not {SIZE}."
         )
-    if len(owners) > 1:
+    others = [owner for owner in owners if owner[0] != MANAGER]
+    if others:
         raise CheckFailed(
-            f"spec.size is shared by several managers {owners}; the autoscaler should own it alone."
+            f"spec.size is shared with other managers {others}; the autoscaler should own it alone."
         )
 
 
@@ -60,3 +63,15 @@ def solve(lab: Lab) -> None:
         rest.ok("PATCH", SHARED, body, content_type=SSA, params={"fieldManager": MANAGER, "force": "true"})
     finally:
         rest.close()
+
+
+def _patch_as_the_autoscaler(lab: Lab) -> None:
+    """Set the size with an ordinary patch under the autoscaler's name: an Update, which owns nothing on purpose."""
+    lab.kubectl("patch", "widget", "shared", "-n", "citizens", "--type=merge", f"--field-manager={MANAGER}",
+                "-p", f'{{"spec": {{"size": {SIZE}}}}}')
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "an ordinary patch with the autoscaler's field manager": _patch_as_the_autoscaler,
+}
