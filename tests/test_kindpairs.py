@@ -42,8 +42,8 @@ def resolution() -> ModuleType:
 def test_twins_lookup_rules(resolution: ModuleType) -> None:
     store = {
         ("clusterimagepolicies.twins.krmcourse.dev", "base", None): {"spec": {"allowedRegistries": ["r.io"]}},
-        ("imagepolicies.twins.krmcourse.dev", "mine", "a"): {"spec": {"allowedRegistries": ["ghcr.io/a"]}},
-        ("imagepolicies.twins.krmcourse.dev", "theirs", "b"): {"spec": {"allowedRegistries": ["ghcr.io/a"]}},
+        ("imagepolicies.twins.krmcourse.dev", "mine", "a"): {"spec": {"allowedRegistries": ["teams.example.com/a"]}},
+        ("imagepolicies.twins.krmcourse.dev", "theirs", "b"): {"spec": {"allowedRegistries": ["teams.example.com/a"]}},
     }
 
     def get(kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
@@ -52,13 +52,13 @@ def test_twins_lookup_rules(resolution: ModuleType) -> None:
     def app(image: str, ref: dict[str, str]) -> dict[str, Any]:
         return {"metadata": meta("x", "a"), "spec": {"image": image, "policyRef": ref}}
 
-    ok = resolution.resolve(app("ghcr.io/a/x:1", {"name": "mine"}), get)
+    ok = resolution.resolve(app("teams.example.com/a/x:1", {"name": "mine"}), get)
     assert (ok.admitted, ok.policy) == (True, "ImagePolicy/mine")  # kind defaults to the namespaced twin
     assert resolution.resolve(app("r.io/x", {"kind": "ClusterImagePolicy", "name": "base"}), get).admitted
     # A namespaced policy of another namespace is invisible, and there is no fallback to the cluster twin.
-    assert resolution.resolve(app("ghcr.io/a/x", {"name": "theirs"}), get).reason == "PolicyNotFound"
+    assert resolution.resolve(app("teams.example.com/a/x", {"name": "theirs"}), get).reason == "PolicyNotFound"
     assert resolution.resolve(app("r.io/x", {"name": "base"}), get).reason == "PolicyNotFound"
-    assert resolution.resolve(app("ghcr.io/ab/x", {"name": "mine"}), get).reason == "ImageNotAllowed"
+    assert resolution.resolve(app("teams.example.com/ab/x", {"name": "mine"}), get).reason == "ImageNotAllowed"
     assert (
         resolution.resolve(app("r.io/x", {"kind": "Role", "name": "base"}), get).reason == "InvalidPolicyRef"
     )

@@ -54,7 +54,7 @@ def test_policy_controller_converges_after_sigkill(twins: Lab) -> None:
             "kind": "App",
             "metadata": {"name": f"load-{i}", "namespace": "team-a"},
             "spec": {
-                "image": "registry.k8s.io/pause:3.10" if i % 2 else "evil.io/x:1",
+                "image": "images.example.com/pause:3.10" if i % 2 else "elsewhere.example.net/x:1",
                 "policyRef": {"kind": "ClusterImagePolicy", "name": "baseline"},
             },
         }

@@ -38,7 +38,7 @@ class Verdict:
 def image_allowed(image: str, registries: list[str]) -> bool:
     """An image passes when it starts with an allowed prefix and then '/'.
 
-    The slash matters: prefix 'ghcr.io/a' must not allow 'ghcr.io/ab/...'.
+    The slash matters: prefix 'teams.example.com/a' must not allow 'teams.example.com/ab/...'.
     """
     return any(image.startswith(prefix.rstrip("/") + "/") for prefix in registries)
 

@@ -9,7 +9,7 @@ apiVersion: twins.krmcourse.dev/v1
 kind: ImagePolicy
 metadata: {name: team-a-registries, namespace: team-a}
 spec:
-  allowedRegistries: [ghcr.io/team-a]
+  allowedRegistries: [teams.example.com/team-a]
 """
 
 
