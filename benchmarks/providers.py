@@ -29,17 +29,8 @@ import psutil
 from record import save  # benchmarks/record.py: run as a script, this folder is on sys.path
 
 from krmcourse import Lab, toolchain
+from krmcourse.apiload import rss_mib
 from krmcourse.providers.kind import KindProvider
-
-
-def rss_mib(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            total += psutil.Process(pid).memory_info().rss
-        except psutil.Error:
-            pass
-    return total / 2**20
 
 
 def container_processes(name: str) -> list[int]:

@@ -185,6 +185,17 @@ def rss_bytes(pid: int) -> int:
     return int(psutil.Process(pid).memory_info().rss)
 
 
+def rss_mib(pids: Iterable[int]) -> float:
+    """Resident memory of several processes, summed, in MiB; a process that has gone counts nothing."""
+    total = 0
+    for pid in pids:
+        try:
+            total += rss_bytes(pid)
+        except psutil.Error:
+            pass
+    return total / 2**20
+
+
 @dataclass
 class ApiLoad:
     """What kube-apiserver saw between two scrapes, limited to some resources.

@@ -34,6 +34,23 @@ class ExerciseSpec:
     path: Path
 
 
+@dataclass(frozen=True)
+class ControllerSpec:
+    """A process the lab runs beside its cluster, declared under ``controllers:`` in ``lab.yaml``.
+
+    ``script`` runs as a plain Python program, or under ``kopf run`` when ``kopf`` is set; with a
+    ``serviceaccount`` (``namespace/name``) it gets that identity's credentials instead of the admin's.
+    ``ready`` is the log line that says it is serving.
+    """
+
+    name: str
+    script: Path
+    kopf: bool = False
+    serviceaccount: str | None = None
+    ready: str | None = None
+    args: tuple[str, ...] = ()
+
+
 @dataclass
 class LabSpec:
     name: str
@@ -99,6 +116,24 @@ class LabSpec:
                                     self.path / "exercises" / f"{ex_id}.py"))
         return out
 
+    @property
+    def controllers(self) -> dict[str, ControllerSpec]:
+        out = {}
+        for item in self.raw.get("controllers") or []:
+            kopf = "kopf" in item
+            out[item["name"]] = ControllerSpec(
+                item["name"], self.path / item["kopf" if kopf else "script"], kopf, item.get("serviceaccount"),
+                item.get("ready"), tuple(str(a) for a in item.get("args") or []))
+        return out
+
+    def controller(self, name: str) -> ControllerSpec:
+        found = self.controllers.get(name)
+        if found is None:
+            names = ", ".join(self.controllers) or "(none)"
+            raise UsageError(f"Lab {self.name!r} declares no controller {name!r}.",
+                             f"Its controllers (lab.yaml, 'controllers:') are: {names}.")
+        return found
+
     def exercise(self, ex_id: str) -> ExerciseSpec:
         for ex in self.exercises:
             if ex.id == ex_id:
@@ -152,10 +187,33 @@ def _validate(where: Path, raw: dict[str, Any]) -> None:
         if not isinstance(item.get("minutes", 5), int):
             raise UsageError(f"{where}: exercise {item['id']}'s 'minutes' must be a whole number, "
                              f"not {item['minutes']!r}.", "For example: minutes: 5")
+    _validate_controllers(where, raw.get("controllers") or [])
     notebook = raw.get("notebook")
     if notebook is not None and not NOTEBOOK.match(str(notebook)):
         raise UsageError(f"{where}: notebook {notebook!r} is not named NN-<name>.ipynb.",
                          "Give it a two-digit number and the lab's name, e.g. 12-composite.ipynb.")
+
+
+def _validate_controllers(where: Path, controllers: Any) -> None:
+    example = ("Write each as '- name: provisioner', then 'kopf: controllers/provisioner.py' (or 'script:'), "
+               "and optionally 'serviceaccount: krm-system/provisioner', 'ready: <log line>', 'args: [...]' "
+               "(see labs/README.md).")
+    if not isinstance(controllers, list):
+        raise UsageError(f"{where}: 'controllers' must be a list.", example)
+    for item in controllers:
+        if not (isinstance(item, dict) and isinstance(item.get("name"), str) and NAME.match(item["name"])):
+            raise UsageError(f"{where}: controller {item!r} needs a 'name' of lowercase words joined by hyphens.",
+                             example)
+        what = f"{where}: controller {item['name']}"
+        runs = [k for k in ("script", "kopf") if k in item]
+        if len(runs) != 1:
+            raise UsageError(f"{what} must name one program, as 'script:' or as 'kopf:'.", example)
+        account = item.get("serviceaccount")
+        if account is not None and not (isinstance(account, str) and account.count("/") == 1):
+            raise UsageError(f"{what}: 'serviceaccount' must be written namespace/name, not {account!r}.", example)
+        unknown = set(item) - {"name", "script", "kopf", "serviceaccount", "ready", "args"}
+        if unknown:
+            raise UsageError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}.", example)
 
 
 def names(root: Path | None = None) -> list[str]:

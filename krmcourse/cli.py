@@ -3,7 +3,7 @@
 Exit codes: 0 success; 1 an exercise check failed (or sync-notebooks --check found a notebook to
 rewrite); 2 bad input (unknown lab, exercise, option); 3 toolchain (Go missing or too old, build
 failed); 4 provider (none usable, Docker absent, port in use); 5 cluster (failed to start, unhealthy,
-broken state); 6 kubectl failed; 130 interrupted.
+broken state); 6 kubectl failed; 7 a wait ran out of time; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -87,7 +87,23 @@ def cmd_status(args: argparse.Namespace) -> int:
         comps = " ".join(f"{c}={'up' if ok else 'DOWN'}" for c, ok in row["components"].items())
         state = "ready" if row["ready"] else ("not running" if not row["exists"] else "UNHEALTHY")
         print(f"{row['lab']:<24} {row['cluster']:<28} {row['provider']:<8} {state:<11} {comps}")
+        if row["processes"]:
+            running = " ".join(f"{name}(pid {pid})" for name, pid in row["processes"].items())
+            print(f"{'':<24} controllers: {running}  (their output: krmcourse logs LAB NAME)")
     return 0 if all(r["ready"] for r in rows) else 5
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    lab = Lab(args.lab, instance=args.instance, say=_say)
+    if args.process is None:
+        running = lab.running()
+        for name, pid in running.items():
+            print(f"{name:<24} pid {pid}")
+        if not running:
+            print(f"Lab {lab.name} runs no controller now.")
+        return 0
+    print(lab.logs(args.process, lines=args.lines))
+    return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -270,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--at", help="start at this exercise, with every earlier one solved")
     lab_cmd("status", cmd_status, "health of running lab clusters", lab_required=False)
     lab_cmd("env", cmd_env, "print the export line for a lab's KUBECONFIG")
+    p = lab_cmd("logs", cmd_logs, "the lab's running controllers, or the last lines one of them wrote")
+    p.add_argument("process", nargs="?", help="a controller's name (without it: the running ones)")
+    p.add_argument("--lines", type=int, default=40, help="how many lines (default 40)")
     p = lab_cmd("kubectl", cmd_kubectl, "run kubectl against a lab's cluster")
     p.add_argument("args", nargs=argparse.REMAINDER)
     p = lab_cmd("check", cmd_check, "check an exercise against the cluster")

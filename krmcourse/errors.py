@@ -84,7 +84,50 @@ class KubectlError(KrmcourseError):
     exit_code = 6
 
     def __init__(self, args: list[str], returncode: int, stderr: str) -> None:
-        super().__init__(f"kubectl {' '.join(args)} failed (exit {returncode}): {stderr.strip()}")
+        super().__init__(f"kubectl {' '.join(args)} failed (exit {returncode}): {stderr.strip()}",
+                         kubectl_hint(stderr))
         self.args_ = args
         self.returncode = returncode
         self.stderr = stderr
+
+
+#: What kubectl's (or the API server's) words usually mean for a learner, and the next step, in order.
+_KUBECTL_HINTS = (
+    (("timed out waiting for the condition",),
+     "The object did not reach that state in time: 'kubectl describe' it, and read its events and the "
+     "logs of the controller that should act on it."),
+    (("the server doesn't have a resource type", "no matches for kind"),
+     "The API server does not serve that kind (yet): check its spelling with 'kubectl api-resources', "
+     "or apply its CRD and wait until it is Established."),
+    (("denied the request", "denied request", "ValidatingAdmissionPolicy"),
+     "An admission webhook or policy refused the request: its message above says which rule, and why."),
+    (("forbidden",),
+     "The identity used has no RBAC permission for this: 'kubectl auth can-i VERB RESOURCE --as ...' "
+     "shows what it may do, and a Role or ClusterRole plus a binding grants the rest."),
+    (("the object has been modified", "Conflict"),
+     "Someone wrote the object after you read it (optimistic concurrency): read it again, re-apply your "
+     "change, and send it once more."),
+    (("is invalid", "Invalid value", "Required value", "Unsupported value"),
+     "The API server's validation rejected the object: the message names the field and the rule."),
+    (("AlreadyExists", "already exists"),
+     "An object of that name exists already: 'kubectl apply' updates it, or delete it first."),
+    (("NotFound", "not found"),
+     "Nothing of that name exists there: check the name and the namespace ('kubectl get KIND -A')."),
+    (("connection refused", "Unable to connect", "was refused", "no such host", "i/o timeout"),
+     "The lab's cluster does not answer: 'krmcourse status' shows it, 'krmcourse up LAB' starts it, and "
+     "'krmcourse doctor' finds what is broken."),
+)
+
+
+def kubectl_hint(stderr: str) -> str:
+    """The next step for a kubectl failure, from what it printed; empty when nothing is recognised."""
+    for needles, hint in _KUBECTL_HINTS:
+        if any(n in stderr for n in needles):
+            return hint
+    return ""
+
+
+class WaitTimeout(KrmcourseError, TimeoutError):
+    """Something the course waited for did not happen in time (exit code 7). Also a TimeoutError."""
+
+    exit_code = 7

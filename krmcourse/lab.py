@@ -22,11 +22,11 @@ from typing import Any, TypeVar, cast
 
 import yaml
 
-from . import catalog, exercises, kubectl, probe, providers
-from .errors import CheckFailed, ClusterError, ComponentStoppedError, KubectlError, UsageError
+from . import catalog, exercises, kubectl, probe, providers, reads
+from .errors import CheckFailed, ClusterError, ComponentStoppedError, KubectlError, UsageError, WaitTimeout
 from .labcode import lab_module
 from .paths import file_lock, private_file, state_dir
-from .processes import ManagedProcess, kill_recorded
+from .processes import ManagedProcess, kill_recorded, live_processes, stop_recorded
 from .providers import ClusterOptions, Provider
 
 T = TypeVar("T")
@@ -34,6 +34,11 @@ Say = Callable[[str], None]
 
 #: The label of the nodes kwok simulates, on every provider: select nodes by it, never by name.
 SIMULATED_NODES = "type=kwok"
+#: What to do when a wait runs out, unless the caller knows better.
+WAIT_HINT = ("Look at what should have made it happen: 'krmcourse logs LAB' lists the lab's running "
+             "controllers and 'krmcourse logs LAB NAME' shows one's output (lab.running() and lab.logs(NAME) "
+             "in a notebook); 'kubectl describe' shows an object's events; 'krmcourse doctor' checks the "
+             "cluster itself.")
 NODE_PREFIX = "kwok-node-"
 #: The file in a cluster's home folder that records its lab, instance and provider.
 RECORD = "lab.json"
@@ -59,6 +64,7 @@ class Lab:
         self._provider_choice = provider
         self._provider: Provider | None = provider if isinstance(provider, Provider) else None
         self._api: Any = None
+        self._reads: reads.Reader | None = None
         self._processes: dict[str, ManagedProcess] = {}
         #: Seconds from the start of the last cluster creation to each step of it, for benchmarks/.
         self.startup: dict[str, float] = {}
@@ -104,13 +110,13 @@ class Lab:
 
     # ----------------------------------------------------------------- lifecycle
     def status(self) -> dict[str, Any]:
-        """What is running: exists, per-component health, API readiness."""
+        """What is running: exists, per-component health, API readiness, and the lab's own processes."""
         provider = self.provider
         exists = provider.exists(self.cluster)
         health = provider.health(self.cluster) if exists else {}
         ready = exists and all(health.values()) and self._api_ready()
         return {"lab": self.name, "cluster": self.cluster, "provider": provider.name, "exists": exists,
-                "components": health, "ready": bool(ready),
+                "components": health, "ready": bool(ready), "processes": self.running(),
                 "kubeconfig": str(self.kubeconfig) if exists else None}
 
     def _api_ready(self) -> bool:
@@ -428,6 +434,8 @@ class Lab:
     def _forget_api(self) -> None:
         """kr8s caches clients by their arguments; a recreated cluster has new certificates."""
         self._api = None
+        if self._reads is not None:
+            self._reads.close()
         try:
             from kr8s._api import Api
 
@@ -463,10 +471,18 @@ class Lab:
 
     def get(self, kind: str, name: str, namespace: str | None = None,
             show_managed_fields: bool = False) -> dict[str, Any] | None:
-        """The object as a dict, or None when it does not exist.
+        """The object as a dict, or None when it does not exist: what ``kubectl get KIND NAME -o json`` shows.
 
+        ``kind`` is any name kubectl accepts (``cm``, ``deployments.apps``). It is read over the lab's one
+        HTTPS connection (see :mod:`krmcourse.reads`); whatever that cannot answer goes to kubectl.
         kubectl hides ``metadata.managedFields`` unless asked; ``show_managed_fields=True`` keeps them.
         """
+        if os.environ.get("KRMCOURSE_READS") != "kubectl":  # the old way: for benchmarks/read_path.py
+            if self._reads is None:
+                self._reads = reads.Reader(self.kubeconfig)
+            found = self._reads.get(kind, name, namespace, show_managed_fields)
+            if found is not reads.ASK_KUBECTL:
+                return cast("dict[str, Any] | None", found)
         args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
         if show_managed_fields:
             args.append("--show-managed-fields")
@@ -503,15 +519,17 @@ class Lab:
 
     @staticmethod
     def wait_until(fn: Callable[[], T], timeout: float = 30, interval: float = 0.2,
-                   message: str = "the condition did not become true") -> T:
-        """Poll ``fn`` until it returns something truthy, and return that."""
+                   message: str = "the condition did not become true", hint: str = WAIT_HINT) -> T:
+        """Poll ``fn`` until it returns something truthy, and return that.
+
+        Raises WaitTimeout (a TimeoutError) with ``message`` and ``hint`` when ``timeout`` passes first."""
         deadline = time.monotonic() + timeout
         while True:
             value = fn()
             if value:
                 return value
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{message} (waited {timeout:.0f} s)")
+                raise WaitTimeout(f"{message} (waited {timeout:.0f} s)", hint)
             time.sleep(interval)
 
     def metrics(self) -> str:
@@ -598,7 +616,51 @@ class Lab:
 
     @property
     def processes(self) -> list[ManagedProcess]:
+        """The processes this Lab object started or adopted."""
         return list(self._processes.values())
+
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None, wait: bool = True) -> ManagedProcess:
+        """Start a controller the lab declares in ``lab.yaml`` (or adopt its running one), ready to work.
+
+        It runs as its ServiceAccount when one is declared, and this waits for its ``ready`` log line
+        (``wait=False`` does not: to catch it in the middle of its first pass, say). ``args`` replace the
+        declared ones of a script (a kopf controller takes none). It runs until :meth:`stop`, ``down``
+        or ``reset``, whoever started it: a notebook, ``krmcourse solve`` or a test.
+        """
+        spec = self.spec.controller(name)
+        if not spec.script.is_file():
+            raise UsageError(f"Lab {self.name}: controller {name}'s program {spec.script} does not exist.",
+                             f"Fix its 'script:' or 'kopf:' line in {self.path / 'lab.yaml'}: a path from the "
+                             "lab folder.")
+        kubeconfig = None
+        if spec.serviceaccount:
+            namespace, account = spec.serviceaccount.split("/")
+            kubeconfig = self.kubeconfig_for(account, namespace)
+        self._processes.pop(name, None)  # so that the start below adopts it when it is the same
+        if spec.kopf:
+            proc = self.run_kopf(spec.script, name=name, kubeconfig=kubeconfig, env=env)
+        else:
+            proc = self.run_controller(spec.script, *(args or spec.args), name=name, env=env, kubeconfig=kubeconfig)
+        if spec.ready and wait:
+            proc.wait_for_log(spec.ready, timeout=60)
+        return proc
+
+    def stop(self, name: str) -> bool:
+        """Stop one of the lab's processes by name, whoever started it; False when it was not running."""
+        self._processes.pop(name, None)
+        return stop_recorded(self.home / "processes", name)
+
+    def running(self) -> dict[str, int]:
+        """Every process of the lab that runs now, name to pid, whoever started it (a notebook, ``solve``)."""
+        return live_processes(self.home / "processes")
+
+    def logs(self, name: str, lines: int = 40) -> str:
+        """The last ``lines`` lines a lab process (see :meth:`running`) has written."""
+        log = self.home / "processes" / f"{name}.log"
+        if not log.exists():
+            known = ", ".join(sorted(p.stem for p in log.parent.glob("*.log"))) or "none yet"
+            raise UsageError(f"Lab {self.name} has no process called {name!r}.", f"Its processes: {known}.")
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
     # ----------------------------------------------------------------- exercises
     def support(self, module: str) -> ModuleType:

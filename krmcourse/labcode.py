@@ -13,6 +13,7 @@ True
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -53,3 +54,19 @@ def lab_module(lab: str, module: str, folder: Path | None = None) -> ModuleType:
         raise UsageError(f"Lab {lab!r} was already loaded from {package.__path__[0]}, not {folder}.",
                          "Load each lab's code from one folder per Python process.")
     return importlib.import_module(f"{package.__name__}.{module}")
+
+
+def script_module(path: Path) -> ModuleType:
+    """A course script that is not a lab's (``benchmarks/least_privilege.py``, say), imported by path once,
+    as ``krmcourse_scripts.<name>``, so that tests can call its functions without touching ``sys.path``."""
+    path = Path(path).resolve()
+    name = f"krmcourse_scripts.{path.stem}"
+    _package("krmcourse_scripts", [])
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise UsageError(f"{path} is not a Python file that can be imported.", "Name a .py file.")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

@@ -27,8 +27,16 @@ class ApiProbe:
         self.headers = {**headers, "Accept": "application/json"}
         self.http = httpx.Client(base_url=server, verify=tls, headers=self.headers, timeout=timeout)
 
-    def get(self, path: str) -> tuple[int | None, bytes]:
-        return self._request("GET", path)
+    def get(self, path: str, accept: str | None = None) -> tuple[int | None, bytes]:
+        return self._request("GET", path, headers={"Accept": accept} if accept else None)
+
+    def get_fresh(self, path: str, accept: str, etag: str) -> tuple[int | None, bytes, str]:
+        """GET ``path`` unless it still has ``etag``: ``(304, b"", etag)`` then, else the answer and its ETag."""
+        try:
+            response = self.http.get(path, headers={"Accept": accept, **({"If-None-Match": etag} if etag else {})})
+        except httpx.HTTPError:
+            return None, b"", ""
+        return response.status_code, response.content, response.headers.get("ETag", "")
 
     def get_json(self, path: str) -> dict[str, Any] | None:
         """The decoded object at ``path``, or None when it is not there (yet)."""
@@ -46,9 +54,10 @@ class ApiProbe:
     def close(self) -> None:
         self.http.close()
 
-    def _request(self, method: str, path: str, obj: dict[str, Any] | None = None) -> tuple[int | None, bytes]:
+    def _request(self, method: str, path: str, obj: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> tuple[int | None, bytes]:
         try:
-            response = self.http.request(method, path, json=obj)
+            response = self.http.request(method, path, json=obj, headers=headers)
         except httpx.HTTPError:
             return None, b""
         return response.status_code, response.content

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .errors import WaitTimeout
 from .paths import file_lock
 
 #: Processes this interpreter started or adopted: their logs go into a failed test's report.
@@ -157,8 +158,10 @@ class ManagedProcess:
             if not self.alive:
                 raise RuntimeError(f"{self.name} exited before logging {text!r}. Its log:\n{out[-3000:]}")
             time.sleep(0.1)
-        raise TimeoutError(f"{self.name} did not log {text!r} within {timeout:.0f} s. Its log:\n"
-                           f"{self.logs()[-3000:]}")
+        raise WaitTimeout(f"{self.name} did not log {text!r} within {timeout:.0f} s. Its log:\n"
+                          f"{self.logs()[-3000:]}",
+                          "The log above shows how far it got: an error there, or a wait on something the "
+                          "cluster never sent, is the place to start.")
 
     def stop(self, timeout: float = 10) -> None:
         """SIGTERM the process group, SIGKILL after ``timeout``, wait until it has gone, and forget it."""
@@ -174,6 +177,11 @@ class ManagedProcess:
         """SIGKILL at once, as a crash would: no cleanup runs in the process."""
         if self._pid is not None:
             _stop_pid(self._pid, self._started, timeout=0)
+
+    def kill_after_log(self, text: str, timeout: float = 60) -> None:
+        """Crash it in the middle of its work: SIGKILL as soon as ``text`` appears in its log."""
+        self.wait_for_log(text, timeout=timeout)
+        self.kill()
 
     def restart(self) -> ManagedProcess:
         self.stop()
@@ -241,6 +249,33 @@ def kill_recorded(folder: Path) -> list[int]:
             killed.append(pid)
         pid_file.unlink(missing_ok=True)
     return killed
+
+
+def stop_recorded(folder: Path, name: str, timeout: float = 10) -> bool:
+    """Stop the process recorded in ``folder`` as ``name``, whoever started it; False if none ran."""
+    pid_file = folder / f"{name}.pid"
+    if not pid_file.exists():  # never started here (or the lab is down): nothing to stop, nothing to write
+        return False
+    with file_lock(folder / f"{name}.lock"):
+        record = _record(pid_file)
+        pid, started = record.get("pid"), record.get("started")
+        started = started if isinstance(started, int) else None
+        ran = isinstance(pid, int) and _running(pid, started)
+        if ran and isinstance(pid, int):
+            _stop_pid(pid, started, timeout)
+        pid_file.unlink(missing_ok=True)
+    return ran
+
+
+def live_processes(folder: Path) -> dict[str, int]:
+    """The processes recorded in ``folder`` that still run, by name: whichever interpreter started them."""
+    alive = {}
+    for pid_file in sorted(folder.glob("*.pid")):
+        record = _record(pid_file)
+        pid, started = record.get("pid"), record.get("started")
+        if isinstance(pid, int) and _running(pid, started if isinstance(started, int) else None):
+            alive[pid_file.stem] = pid
+    return alive
 
 
 def running() -> list[ManagedProcess]:

@@ -8,6 +8,10 @@ requests as they arrive (an Enforcer) or keeps acting on objects in steady state
 :func:`grade` marks a set of answers. :func:`quiz_widget` puts the quiz into a notebook; everything
 else works without ipywidgets, so the tests and the exercise checks use the same grading.
 
+Notebook 10 grades the quiz as an exercise (``labs/controller-patterns/exercises/pattern-quiz.py``): its
+widget hands the answers to the lab (``submit``), whose check says how many are right but not which, so
+that the quiz cannot be passed by trying answers until it does.
+
 >>> classify(creates_resources=True, outside_krm=False)
 <Pattern.COMPOSITE: 'Composite'>
 >>> grade({"database": "Provisioner"}, QUESTIONS[:1]).score
@@ -16,7 +20,8 @@ else works without ipywidgets, so the tests and the exercise checks use the same
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import html
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -150,8 +155,14 @@ def grade(answers: Mapping[str, str | Pattern | None], questions: Sequence[Quest
                        for q in questions))
 
 
-def quiz_widget(questions: Sequence[Question] = QUESTIONS) -> Any:
-    """An ipywidgets quiz: one row of buttons per question and a button that grades them all."""
+def quiz_widget(questions: Sequence[Question] = QUESTIONS,
+                submit: Callable[[dict[str, str | None]], str] | None = None) -> Any:
+    """An ipywidgets quiz: one row of buttons per question and a button that grades them all.
+
+    Without ``submit`` the button grades here and marks each answer (for practice). With it, the button
+    passes the answers (question id → pattern name, None when not picked) to ``submit`` and shows only
+    the text it returns: a lab's check that must not say which answers are wrong.
+    """
     import ipywidgets as w
 
     pickers = {q.id: w.ToggleButtons(options=[p.value for p in Pattern], value=None,
@@ -159,7 +170,11 @@ def quiz_widget(questions: Sequence[Question] = QUESTIONS) -> Any:
     result = w.HTML()
 
     def on_check(_: Any) -> None:
-        score = grade({qid: p.value for qid, p in pickers.items()}, questions)
+        answers = {qid: p.value for qid, p in pickers.items()}
+        if submit is not None:
+            result.value = f"<p>{html.escape(submit(answers))}</p>"
+            return
+        score = grade(answers, questions)
         rows = "".join(f"<li><b>{m.question.id}</b>: {m.feedback}</li>" for m in score.marks)
         result.value = f"<p><b>{score}</b></p><ul>{rows}</ul>"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,6 +109,31 @@ def sandbox() -> Iterator:
     from krmcourse import Lab
 
     lab = Lab("sandbox", instance="shared").up()
+    yield lab
+    lab.down()
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port that something else is listening on, for as long as the test runs."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(request: pytest.FixtureRequest) -> Iterator:
+    """The test module's own lab, up for the whole module and down after it.
+
+    The module names it: ``LAB_NAME = "governor"``, and ``LAB_INSTANCE`` when it must not share the
+    default instance ``tests`` with another module. A module that needs more set-up defines its own."""
+    from krmcourse import Lab
+
+    name = getattr(request.module, "LAB_NAME", None)
+    if name is None:
+        raise pytest.UsageError(f"{request.module.__name__} uses the lab fixture but sets no LAB_NAME")
+    lab = Lab(name, instance=getattr(request.module, "LAB_INSTANCE", "tests")).up()
     yield lab
     lab.down()
 

@@ -7,12 +7,14 @@ that the test itself sends, so the expected counts are known without hard-coding
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
 from krmcourse import apiload
 from krmcourse.errors import KrmcourseError
+
+LAB_NAME = "good-citizens"  # the lab fixture (conftest) brings it up for this module
+LAB_INSTANCE = "apiload-tests"
 
 SCRAPE_1 = """\
 # HELP apiserver_request_total Counter of apiserver requests
@@ -96,15 +98,6 @@ def test_metrics_url_reports_a_controller_that_died() -> None:
 
 
 # --------------------------------------------------------------------------- against a real API server
-@pytest.fixture(scope="module")
-def lab() -> Iterator:
-    from krmcourse import Lab
-
-    lab = Lab("good-citizens", instance="apiload-tests").up()
-    yield lab
-    lab.down()
-
-
 @pytest.mark.cluster
 def test_measure_counts_exactly_the_requests_sent(lab) -> None:  # noqa: ANN001
     rest = apiload.RestClient(lab.kubeconfig)

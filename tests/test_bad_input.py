@@ -3,14 +3,13 @@
 Every case runs the real ``krmcourse`` command (or the ``Lab`` API) with a state folder of its own, and
 then checks that the folder holds no file: no half-made cluster, kubeconfig, log or lock. The exit
 codes are the ones ``krmcourse --help`` lists: 1 a check failed, 2 bad input, 3 toolchain,
-4 provider, 5 cluster, 6 kubectl.
+4 provider, 5 cluster, 6 kubectl, 7 a wait ran out of time.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from krmcourse import Lab
-from krmcourse.errors import KubectlError, UnknownExerciseError, UnknownLabError, UsageError
+from krmcourse.errors import KubectlError, UnknownExerciseError, UnknownLabError, UsageError, WaitTimeout
 
 ROOT = Path(__file__).resolve().parent.parent
 KRMCOURSE = [sys.executable, "-m", "krmcourse.cli"]
@@ -108,6 +107,15 @@ CASES = {
                                       lambda t: labs_copy(t, edit_yaml("minutes: {", "minutes: ten\nold: {"))),
     "lab.yaml with a wrong concept": Case(["list"], 2, ["not concept IDs", "K9X"],
                                           lambda t: labs_copy(t, edit_yaml("concepts: [", "concepts: [K9X, "))),
+    "lab.yaml controller without a name": Case(
+        ["exercises", "welcome"], 2, ["needs a 'name' of lowercase words"],
+        lambda t: labs_copy(t, edit_yaml("\nexercises:", "\ncontrollers: [{script: gone.py}]\nexercises:"))),
+    "lab.yaml controller with a bare account": Case(
+        ["exercises", "welcome"], 2, ["'serviceaccount' must be written namespace/name"],
+        lambda t: labs_copy(t, edit_yaml("\nexercises:", "\ncontrollers: [{name: greeter, script: lab.yaml, "
+                                                          "serviceaccount: greeter}]\nexercises:"))),
+    "logs of a controller the lab never ran": Case(["logs", "welcome", "greeter"], 2,
+                                                   ["has no process called 'greeter'"]),
     "exercise without its file": Case(["check", "welcome", "hello-namespace"], 2,
                                       ["has no file", "check() and solve()"],
                                       lambda t: labs_copy(t, lambda lab: exercise_file(lab).unlink())),
@@ -139,6 +147,20 @@ def test_bad_input_through_the_lab_api() -> None:
         Lab("sandbox", instance="Not Valid")
     with pytest.raises(UnknownExerciseError, match="Did you mean 'hello-namespace'"):
         Lab("welcome").check("hello-namespac")
+    with pytest.raises(UsageError, match="declares no controller 'greeter'"):
+        Lab("welcome").start("greeter")
+
+
+def test_a_declared_controller_without_its_program_is_refused_before_it_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = labs_copy(tmp_path, edit_yaml("\nexercises:", "\ncontrollers: [{name: greeter, script: gone.py}]\n"
+                                                          "exercises:"))
+    monkeypatch.setenv("KRMCOURSE_LABS", env["KRMCOURSE_LABS"])
+    monkeypatch.setenv("KRMCOURSE_HOME", str(tmp_path / "state"))
+    with pytest.raises(UsageError, match="controller greeter's program .*gone.py does not exist") as missing:
+        Lab("welcome").start("greeter")
+    assert "lab.yaml" in missing.value.hint
+    assert not (tmp_path / "state").exists() or not files_in(tmp_path / "state"), "a refused start left files"
 
 
 # ----------------------------------------------------------------- with a cluster
@@ -152,14 +174,10 @@ def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.mark.cluster
-def test_a_port_in_use_is_refused_before_anything_starts(own_home: Path) -> None:
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
-        result = run(["up", "sandbox", "--port", str(port)], own_home)
+def test_a_port_in_use_is_refused_before_anything_starts(own_home: Path, taken_port: int) -> None:
+    result = run(["up", "sandbox", "--port", str(taken_port)], own_home)
     assert result.returncode == 4, result.stdout + result.stderr
-    assert f"{port}" in result.stderr and "in use" in result.stderr, result.stderr
+    assert f"{taken_port}" in result.stderr and "in use" in result.stderr, result.stderr
     assert not Lab("sandbox").status()["exists"]
 
 
@@ -200,7 +218,33 @@ def test_an_invalid_resource_is_refused_with_the_api_servers_reason_and_changes_
         lab.apply(bad)
     assert "Invalid value" in str(refused.value) and "Not_A_Name" in str(refused.value), refused.value
     assert refused.value.exit_code == 6
+    assert "validation rejected the object" in refused.value.hint, refused.value.hint
     assert "Not_A_Name" not in lab.kubectl("get", "configmaps", "-n", "default", "-o", "name")
+
+
+@pytest.mark.cluster
+def test_kubectl_failures_say_what_to_do_next(own_home: Path) -> None:
+    """The API server's refusals, read by a learner: each KubectlError names a next step."""
+    lab = Lab("sandbox").up()
+    cases = {
+        ("get", "configmap", "no-such-thing"): "check the name and the namespace",
+        ("get", "gizmos"): "kubectl api-resources",
+        ("create", "namespace", "default"): "kubectl apply' updates it",
+        ("get", "secrets", "-n", "kube-system", "--as", "system:serviceaccount:default:default"):
+            "kubectl auth can-i",
+    }
+    for args, next_step in cases.items():
+        with pytest.raises(KubectlError) as failed:
+            lab.kubectl(*args)
+        assert next_step in str(failed.value), f"kubectl {' '.join(args)}: {failed.value}"
+
+
+def test_a_wait_that_runs_out_says_where_to_look() -> None:
+    with pytest.raises(WaitTimeout) as late:
+        Lab.wait_until(lambda: False, timeout=0.1, interval=0.05, message="Widget w never became Ready")
+    assert isinstance(late.value, TimeoutError) and late.value.exit_code == 7
+    assert str(late.value).startswith("Widget w never became Ready (waited 0 s)")
+    assert "krmcourse logs LAB NAME" in late.value.hint
 
 
 @pytest.mark.cluster

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -15,6 +14,8 @@ from cryptography import x509
 
 from krmcourse.labcode import lab_module
 from krmcourse.webhooks import WebhookError, admission_response, make_tls, parse_review
+
+LAB_NAME = "enforcer"  # the lab fixture (conftest) brings it up for this module
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = ROOT / "labs" / "enforcer"
@@ -79,15 +80,6 @@ def test_sidecar_patch_is_idempotent_and_labels_are_checked() -> None:
 
 
 # ---------------------------------------------------------------- against a real cluster
-@pytest.fixture(scope="module")
-def lab() -> Iterator:
-    from krmcourse import Lab
-
-    lab = Lab("enforcer", instance="tests").up()
-    yield lab
-    lab.down()
-
-
 @pytest.fixture(scope="module")
 def enf(lab) -> ModuleType:  # noqa: ANN001
     return lab.support("enforcer_support")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+LAB_NAME = "good-citizens"  # the lab fixture (conftest) brings it up for this module
 
 LAB = Path(__file__).resolve().parent.parent / "labs" / "good-citizens"
 
@@ -19,15 +20,6 @@ def test_unknown_loop_is_a_clear_error() -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--loops takes configmap and/or tally, not bogus" in done.stderr
-
-
-@pytest.fixture(scope="module")
-def lab() -> Iterator:
-    from krmcourse import Lab
-
-    lab = Lab("good-citizens", instance="tests").up()
-    yield lab
-    lab.down()
 
 
 @pytest.fixture(scope="module")

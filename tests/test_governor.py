@@ -4,7 +4,6 @@ middle of its work, it cannot write to the Deployment itself, and detaching leav
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -13,6 +12,8 @@ import pytest
 from krmcourse import KubectlError, kubectl
 from krmcourse.labcode import lab_module
 
+LAB_NAME = "governor"  # the lab fixture (conftest) brings it up for this module
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -20,15 +21,6 @@ def test_desired_replicas_is_clamped() -> None:
     governor = lab_module("governor", "controllers.governor")
     limits = {"itemsPerReplica": 5, "minReplicas": 1, "maxReplicas": 8}
     assert [governor.desired_replicas(n, limits) for n in (0, 1, 5, 6, 18, 1000)] == [1, 1, 1, 2, 4, 8]
-
-
-@pytest.fixture(scope="module")
-def lab() -> Iterator:
-    from krmcourse import Lab
-
-    lab = Lab("governor", instance="tests").up()
-    yield lab
-    lab.down()
 
 
 @pytest.fixture(scope="module")

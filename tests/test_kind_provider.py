@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 from pathlib import Path
 
@@ -114,14 +113,10 @@ def test_a_missing_node_image_says_how_to_make_it(monkeypatch):
 
 
 @pytest.mark.kind
-def test_a_taken_port_fails_before_anything_is_created():
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        lab = Lab("sandbox", instance="porttaken", provider="kind", say=lambda _m: None)
-        with pytest.raises(PortInUseError, match=str(port)):
-            lab.up(port=port)
+def test_a_taken_port_fails_before_anything_is_created(taken_port: int) -> None:
+    lab = Lab("sandbox", instance="porttaken", provider="kind", say=lambda _m: None)
+    with pytest.raises(PortInUseError, match=str(taken_port)):
+        lab.up(port=taken_port)
     assert not _containers("krm-sandbox-porttaken")
     assert not KindProvider().folder(lab.cluster).exists()
 

@@ -8,7 +8,6 @@ for API servers without MutatingAdmissionPolicy is proven too.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,6 @@ from krmcourse import Lab
 from krmcourse.labcode import lab_module
 
 pytestmark = pytest.mark.cluster
-LAB = Path(__file__).resolve().parent.parent / "labs" / "classes"
 classlab = lab_module("classes", "classlab")
 
 
@@ -73,13 +71,9 @@ def test_cache_controller_converges_after_sigkill(lab: Lab) -> None:
             for n in names
         ]
     )
-    ctl = lab.run_controller(
-        LAB / "controllers" / "cache_controller.py",
-        kubeconfig=lab.kubeconfig_for("cache-controller", "classes-system"),
-    )
+    ctl = lab.start("cache-controller", wait=False)  # to kill it in the middle of its first pass
     try:
-        ctl.wait_for_log("shop-live/load-", timeout=60)
-        ctl.kill()
+        ctl.kill_after_log("shop-live/load-")
         lab.kubectl(
             "patch",
             "cacheclasses.classes.krmcourse.dev",

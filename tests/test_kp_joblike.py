@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -15,25 +14,16 @@ from krmcourse import Lab
 from krmcourse.errors import KubectlError
 from krmcourse.labcode import lab_module
 
+LAB_NAME = "job-like"  # the lab fixture (conftest) brings it up for this module
+LAB_INSTANCE = "kp-test"
+
 pytestmark = pytest.mark.cluster
-LAB = Path(__file__).resolve().parent.parent / "labs" / "job-like"
 joblab = lab_module("job-like", "joblab")
-
-
-@pytest.fixture(scope="module")
-def lab() -> Iterator[Lab]:
-    lab = Lab("job-like", instance="kp-test").up()
-    yield lab
-    lab.down()
 
 
 @pytest.fixture
 def controller(lab: Lab) -> Iterator:
-    ctl = lab.run_controller(
-        LAB / "controllers" / "backup_controller.py",
-        kubeconfig=lab.kubeconfig_for("backup-controller", "joblike-system"),
-    )
-    ctl.wait_for_log("first pass done", timeout=60)
+    ctl = lab.start("backup-controller")
     yield ctl
     ctl.stop()
 

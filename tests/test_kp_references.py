@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from krmcourse import Lab
 from krmcourse.labcode import lab_module
 
+LAB_NAME = "references"  # the lab fixture (conftest) brings it up for this module
+LAB_INSTANCE = "kp-test"
+
 pytestmark = pytest.mark.cluster
-LAB = Path(__file__).resolve().parent.parent / "labs" / "references"
 reflab = lab_module("references", "reflab")
 
 BUCKETS = "buckets.refs.krmcourse.dev"
-
-
-@pytest.fixture(scope="module")
-def lab() -> Iterator[Lab]:
-    lab = Lab("references", instance="kp-test").up()
-    yield lab
-    lab.down()
 
 
 def test_real_pvc_protection_is_added_at_admission(lab: Lab) -> None:
@@ -56,15 +48,10 @@ def test_protection_converges_after_sigkill(lab: Lab) -> None:
             for n in names[::2]
         ]
     )
-    ctl = lab.run_controller(
-        LAB / "controllers" / "protection_controller.py",
-        kubeconfig=lab.kubeconfig_for("protector", "refs-system"),
-    )
+    ctl = lab.start("protector")
     try:
-        ctl.wait_for_log("first pass done", timeout=60)
         lab.kubectl("delete", BUCKETS, *names, "-n", "web", "--wait=false")
-        ctl.wait_for_log("protection removed", timeout=30)
-        ctl.kill()
+        ctl.kill_after_log("protection removed", timeout=30)
         ctl.restart()
         lab.wait_until(
             lambda: all(not reflab.meta(lab, BUCKETS, n, "web") for n in names[1::2]),

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from krmcourse import Lab
 
 pytestmark = pytest.mark.cluster
-LABS = Path(__file__).resolve().parent.parent / "labs"
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +59,9 @@ def test_policy_controller_converges_after_sigkill(twins: Lab) -> None:
         for i in range(30)
     ]
     twins.apply(apps)
-    ctl = twins.run_controller(
-        LABS / "cluster-scoped-twins" / "controllers" / "policy_controller.py",
-        kubeconfig=twins.kubeconfig_for("policy-controller", "twins-system"),
-    )
+    ctl = twins.start("policy-controller", wait=False)  # to kill it in the middle of its first pass
     try:
-        ctl.wait_for_log("admitted=", timeout=60)
-        ctl.kill()
+        ctl.kill_after_log("admitted=")
         judged = [
             a
             for a in apps
@@ -102,13 +96,9 @@ def test_binder_converges_after_sigkill_without_double_binding(claims: Lab) -> N
         for i in range(12)
     ]
     claims.apply(claim_objs)
-    binder = claims.run_controller(
-        LABS / "claims" / "controllers" / "binder.py",
-        kubeconfig=claims.kubeconfig_for("binder", "claims-system"),
-    )
+    binder = claims.start("binder", wait=False)  # to kill it in the middle of its first pass
     try:
-        binder.wait_for_log("provisioned for claim", timeout=60)
-        binder.kill()
+        binder.kill_after_log("provisioned for claim")
         binder.restart()
 
         def bound(name: str) -> bool:

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from krmcourse import Lab, ManagedProcess
+from krmcourse.errors import UsageError
 from krmcourse.processes import managed_pid_alive
 
 CLI = [sys.executable, "-m", "krmcourse.cli"]
@@ -114,6 +115,37 @@ def test_check_solve_check_as_separate_commands(lab_name: str, exercise: str) ->
         after = cli("check", *where, exercise)
         assert after.returncode == 0, (f"{exercise} failed its check after `solve` had exited:\n"
                                        f"{after.stdout}{after.stderr}")
+        # What runs, and what it said, can be seen from the terminal too.
+        listed = cli("logs", *where)
+        names = [line.split()[0] for line in listed.stdout.splitlines() if " pid " in line]
+        assert names, f"`krmcourse logs` lists no controller after `solve`:\n{listed.stdout}{listed.stderr}"
+        assert "controllers:" in cli("status", *where).stdout
+        shown = cli("logs", lab_name, names[0], *where[1:], "--lines", "5")
+        assert shown.returncode == 0 and shown.stdout.strip(), shown.stderr
+        assert len(shown.stdout.strip().splitlines()) <= 5
+        unknown = cli("logs", lab_name, "no-such-controller", *where[1:])
+        assert unknown.returncode == 2 and names[0] in unknown.stderr, unknown.stderr
     finally:
         down = cli("down", *where)
         assert down.returncode == 0, down.stdout + down.stderr
+        assert "runs no controller" in cli("logs", *where).stdout
+
+
+@pytest.mark.cluster
+def test_a_declared_controller_is_started_adopted_and_stopped_by_name() -> None:
+    """lab.start runs what lab.yaml declares, as its ServiceAccount; another Lab object adopts it."""
+    lab = Lab("governor", instance="declared").up()
+    try:
+        first = lab.start("governor")
+        assert lab.running() == {"governor": first.pid}
+        assert "system:serviceaccount:shop:queue-governor" in (lab.home / "identities").joinpath(
+            "shop.queue-governor.kubeconfig").read_text()
+        again = Lab("governor", instance="declared").start("governor")
+        assert again.pid == first.pid and again.adopted
+        with pytest.raises(UsageError, match="declares no controller 'governer'") as unknown:
+            lab.start("governer")
+        assert "governor" in unknown.value.hint
+        assert lab.stop("governor") and lab.running() == {}
+        assert not lab.stop("governor")
+    finally:
+        lab.down()

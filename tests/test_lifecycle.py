@@ -175,18 +175,14 @@ def test_a_corrupt_state_folder_is_recreated_with_a_message():
 
 
 @pytest.mark.kwok
-def test_a_port_in_use_is_a_clear_error_and_starts_nothing():
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        lab = Lab("sandbox", instance="port")
-        with pytest.raises(PortInUseError, match=f"Port {port}"):
-            lab.up(port=port)
-        assert not (state_dir() / "kwok" / "clusters" / lab.cluster).exists()
-        done = subprocess.run([*CLI, "up", "sandbox", "--instance", "port", "--port", str(port)],
-                              capture_output=True, text=True)
-        assert done.returncode == 4 and "already in use" in done.stderr
+def test_a_port_in_use_is_a_clear_error_and_starts_nothing(taken_port: int) -> None:
+    lab = Lab("sandbox", instance="port")
+    with pytest.raises(PortInUseError, match=f"Port {taken_port}"):
+        lab.up(port=taken_port)
+    assert not (state_dir() / "kwok" / "clusters" / lab.cluster).exists()
+    done = subprocess.run([*CLI, "up", "sandbox", "--instance", "port", "--port", str(taken_port)],
+                          capture_output=True, text=True)
+    assert done.returncode == 4 and "already in use" in done.stderr
 
 
 @pytest.mark.kwok

@@ -4,21 +4,13 @@ after a SIGKILL mid-work, and in separate mode a broken signal stops only the go
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
 
+LAB_NAME = "one-loop-per-pattern"  # the lab fixture (conftest) brings it up for this module
+
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def lab() -> Iterator:
-    from krmcourse import Lab
-
-    lab = Lab("one-loop-per-pattern", instance="tests").up()
-    yield lab
-    lab.down()
 
 
 @pytest.fixture(scope="module")

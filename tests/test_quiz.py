@@ -55,7 +55,24 @@ def test_widget_grades_through_the_same_code() -> None:
     assert "1/2 right" in box.result.value
 
 
-def test_controller_patterns_lab_examples_cover_the_four_patterns() -> None:
-    patterns_support = lab_module("controller-patterns", "patterns_support")
+def test_widget_with_submit_shows_only_what_submit_returns() -> None:
+    seen: list[dict[str, str | None]] = []
 
-    assert sorted(q.answer.value for q in patterns_support.EXAMPLES) == sorted(p.value for p in Pattern)
+    def submit(answers: dict[str, str | None]) -> str:
+        seen.append(answers)
+        return "1 of 2 right <not which>"
+
+    box = quiz_widget(QUESTIONS[:2], submit=submit)
+    box.pickers[QUESTIONS[0].id].value = QUESTIONS[0].answer.value
+    box.check(None)
+    assert seen == [{QUESTIONS[0].id: QUESTIONS[0].answer.value, QUESTIONS[1].id: None}]
+    assert box.result.value == "<p>1 of 2 right &lt;not which&gt;</p>"  # no marks per question, escaped
+
+
+def test_controller_patterns_lab_grades_its_case_files_with_the_quiz_grading() -> None:
+    patterns_support = lab_module("controller-patterns", "patterns_support")
+    record = patterns_support._draw()
+    files = patterns_support.CaseFiles(record)
+    assert sorted(files.pattern(n).value for n in files.names) == sorted(p.value for p in Pattern)
+    right = grade({n: files.pattern(n).value for n in files.names}, files.questions())
+    assert right.score == right.total == 4

@@ -133,6 +133,25 @@ def stored_versions(lab: Lab) -> list[str]:
     return list(crd.get("status", {}).get("storedVersions", []))
 
 
+def stored_as(lab: Lab) -> dict[str, str] | None:
+    """The version etcd holds each FancyDNS in, read from etcd itself (no API server in between, so no
+    conversion), by name; None when the lab's provider cannot reach etcd.
+
+    Custom resources are stored as JSON, so the stored apiVersion is plain to read.
+    """
+    if not lab.can("etcd"):
+        return None
+    found = {}
+    for obj in read_as(lab, "v2"):
+        name = obj["metadata"]["name"]
+        kvs = lab.provider.etcd_range(lab.cluster, f"/registry/{GROUP}/fancydnses/{NAMESPACE}/{name}")
+        try:
+            found[name] = json.loads(base64.b64decode(kvs[0]["value"]))["apiVersion"].split("/")[-1]
+        except (IndexError, KeyError, ValueError):  # gone meanwhile, or not JSON
+            found[name] = "unreadable"
+    return found
+
+
 def read_as(lab: Lab, version: str) -> list[dict[str, Any]]:
     """Every FancyDNS, as the API server hands it out in the given version."""
     out = lab.kubectl("get", f"fancydnses.{version}.{GROUP}", "-n", NAMESPACE, "-o", "json")

@@ -80,19 +80,8 @@ def start_enforcer(lab: Lab, webhook: bool | None = None) -> Enforcer:
         enforcer = Enforcer("MutatingAdmissionPolicy")
     else:
         endpoint = endpoint_for(lab, lab.home / "enforcer-tls")
-        proc = lab.run_controller(
-            lab.path / "controllers" / "defaults_webhook.py",
-            "--host",
-            endpoint.host,
-            "--port",
-            str(endpoint.port),
-            "--cert",
-            str(endpoint.tls.cert),
-            "--key",
-            str(endpoint.tls.key),
-            name="enforcer",
-            kubeconfig=lab.kubeconfig_for("enforcer", "classes-system"),
-        )
+        proc = lab.start("enforcer", "--host", endpoint.host, "--port", str(endpoint.port),
+                         "--cert", str(endpoint.tls.cert), "--key", str(endpoint.tls.key))
         wait_for_port(endpoint.port, host=endpoint.host)
         lab.apply(webhook_configuration(endpoint.url("/mutate"), endpoint.tls.ca_bundle))
         enforcer = Enforcer("MutatingWebhookConfiguration", proc)

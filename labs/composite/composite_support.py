@@ -11,16 +11,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import yaml
+
 from krmcourse import Lab, ManagedProcess
 from krmcourse.labcode import lab_module
 
 NAMESPACE = "krm-system"
 SERVICE_ACCOUNT = "webapp-controller"
 TEAM = "web"
-CONTROLLER = Path(__file__).resolve().parent / "controllers" / "webapp.py"
 KINDS = ("configmap", "deployment", "service", "bucket")
-
-_running: dict[tuple[str, str], ManagedProcess] = {}
+STARTING_OBJECTS = Path(__file__).resolve().parent / "manifests" / "50-starting-objects.yaml"
 
 
 def provisioner_lab() -> ModuleType:
@@ -30,14 +30,7 @@ def provisioner_lab() -> ModuleType:
 
 def start_controller(lab: Lab) -> ManagedProcess:
     """Run the WebApp controller as its own ServiceAccount, once per cluster."""
-    key = (lab.name, str(lab.kubeconfig))
-    if key in _running and _running[key].alive:
-        return _running[key]
-    proc = lab.run_kopf(
-        CONTROLLER, name="webapp-controller", kubeconfig=lab.kubeconfig_for(SERVICE_ACCOUNT, NAMESPACE)
-    )
-    _running[key] = proc
-    return proc
+    return lab.start("webapp-controller")
 
 
 def webapp(lab: Lab, name: str, namespace: str = TEAM) -> dict[str, Any] | None:
@@ -105,3 +98,9 @@ def summary(objs: list[dict[str, Any]]) -> list[str]:
 def pods_of(lab: Lab, name: str, namespace: str = TEAM) -> list[dict[str, Any]]:
     selector = f"app.kubernetes.io/name=webapp,app.kubernetes.io/instance={name}"
     return [p.raw for p in lab.api.get("pods", namespace=namespace, label_selector=selector)]
+
+
+def starting_objects(*names: str) -> list[dict[str, Any]]:
+    """The objects of that name in the lab's starting manifest, in its order: to put them back as the lab made them."""
+    docs = [d for d in yaml.safe_load_all(STARTING_OBJECTS.read_text()) if d]
+    return [d for d in docs if d["metadata"]["name"] in names]

@@ -1,55 +1,66 @@
-"""Plumbing for the controller-patterns lab: follow owners, try requests, read what controllers wrote.
+"""Plumbing for the controller-patterns lab: read fingerprints, open the case files, draw the quiz, grade.
 
-Every function asks the lab's API server; nothing here knows an answer in advance.
+Three parts:
+
+- **Reading fingerprints** (:func:`children`, :func:`writers`, :func:`try_patch`, :func:`owner_chain`): small
+  tools that show what the API server keeps about who did what. They know nothing about any answer.
+- **The case files** (:func:`open_cases`): four Cases with made-up names in the ``casework`` namespace, and
+  a pattern acting on each, drawn afresh each time the files are opened. The draw is kept in the lab's
+  state folder, beside the cluster, never in it; the casework controller (``controllers/casework.py``)
+  reads it to know which Case each of its loops looks after.
+- **The quiz sheet** (:func:`quiz_sheet`): the course's quiz questions in an order drawn per sheet.
+
+Both exercises grade through :func:`judge`: it says how many answers are right but not which, and
+counts the misses on an object the learner does not write (see ``exercises/case-files.py``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from krmcourse import KubectlError, Lab
-from krmcourse.quiz import Question
+from krmcourse import CheckFailed, KubectlError, Lab, ManagedProcess
+from krmcourse.quiz import QUESTIONS, Pattern, Question, parse
+from krmcourse.quiz import quiz_widget as _quiz_widget
 
-NAMESPACE = "demo"
+NAMESPACE = "demo"  # the four examples that ship with Kubernetes
+CASEWORK = "casework"  # the case files, the verdicts and the quiz
+GROUP_VERSION = "patterns.krmcourse.dev/v1"
+FINALIZER = "patterns.krmcourse.dev/cleanup"
+SERVICE_ACCOUNT = "casework-controller"
+INDEX, VERDICTS = "case-files", "verdicts"
+SHEET, QUIZ_ANSWERS = "quiz-sheet", "quiz-answers"
+#: Graded attempts that may miss, per case files or quiz sheet; the next one is refused.
+MAX_MISSES = 3
+MISSES = "patterns.krmcourse.dev/misses"
+LAST_GRADED = "patterns.krmcourse.dev/last-graded"
+#: The kinds :func:`children` looks through for objects that a given object controls.
+CHILD_KINDS = "configmaps,secrets,services,deployments,statefulsets,replicasets,pods,jobs"
 
-# The four example objects of the lab, as quiz questions: the answer comes from walking the tree.
-EXAMPLES: tuple[Question, ...] = (
-    Question(
-        "deployment.web",
-        "Deployment web, looked after by the Deployment controller.",
-        True,
-        why="It makes a ReplicaSet (which makes Pods), all owned through ownerReferences.",
-        example="Deployment, StatefulSet",
-    ),
-    Question(
-        "hpa.web",
-        "HorizontalPodAutoscaler web, looked after by the HPA controller.",
-        False,
-        why="It changes the replicas of a Deployment it did not create and does not own.",
-        example="HPA, VPA, KEDA",
-    ),
-    Question(
-        "policy.replica-limit",
-        "ValidatingAdmissionPolicy replica-limit, run by the API server.",
-        False,
-        on_requests=True,
-        why="It judges each create and update request, and creates nothing.",
-        example="Pod Security admission, Gatekeeper, Kyverno",
-    ),
-    Question(
-        "service.web-public",
-        "Service web-public of type LoadBalancer, served by a cloud controller.",
-        True,
-        outside_krm=True,
-        why="A cloud's service controller would build a load balancer outside "
-        "the cluster and write its address into status.",
-        example="cloud-controller-manager",
-    ),
-)
+#: The evidence each pattern's verdict must give, in words (for hints and the notebook).
+EVIDENCE = {
+    Pattern.COMPOSITE: "the name of an object that the Case controls",
+    Pattern.PROVISIONER: "the id, in the Case's status, of what was made outside the cluster",
+    Pattern.GOVERNOR: "the field manager that keeps writing the Case's spec",
+    Pattern.ENFORCER: "the name of the admission policy that judges changes to the Case",
+}
+_FACTS = {  # where each pattern sits in the decision tree, to grade verdicts with krmcourse.quiz.grade
+    Pattern.PROVISIONER: {"creates_resources": True, "outside_krm": True},
+    Pattern.COMPOSITE: {"creates_resources": True},
+    Pattern.ENFORCER: {"creates_resources": False, "on_requests": True},
+    Pattern.GOVERNOR: {"creates_resources": False},
+}
+_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i: names are read off a screen
+_WORDS = ("ledger", "notes", "slate", "draft", "card", "memo", "folio", "tally")
 
 
+# --------------------------------------------------------------------------- reading fingerprints
 @dataclass
 class Attempt:
     """What the API server answered to a write."""
@@ -59,6 +70,7 @@ class Attempt:
 
 
 def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The ownerReference with ``controller: true``, if any."""
     return next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
 
 
@@ -72,23 +84,59 @@ def owner_chain(lab: Lab, kind: str, name: str, namespace: str = NAMESPACE) -> l
     return chain
 
 
+def children(lab: Lab, obj: dict[str, Any]) -> list[str]:
+    """Kind/name of every object in ``obj``'s namespace whose controller ownerReference has ``obj``'s uid."""
+    meta = obj["metadata"]
+    items = json.loads(lab.kubectl("get", CHILD_KINDS, "-n", meta["namespace"], "-o", "json"))["items"]
+    return sorted(f"{i['kind']}/{i['metadata']['name']}" for i in items
+                  if (controller_of(i) or {}).get("uid") == meta["uid"])
+
+
+def _paths(fields: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of the fields in a managedFields ``fieldsV1`` tree; list items fold into their list."""
+    out: list[str] = []
+    for key, sub in fields.items():
+        if key == ".":
+            continue
+        if not key.startswith("f:"):  # k:{...}, v:"...", i:N: an item of the list at prefix
+            if prefix and prefix not in out:
+                out.append(prefix)
+            continue
+        path = f"{prefix}.{key[2:]}" if prefix else key[2:]
+        deeper = {k: v for k, v in (sub or {}).items() if k != "."}
+        for p in (_paths(deeper, path) if deeper else [path]):
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def writers(obj: dict[str, Any]) -> dict[str, list[str]]:
+    """Field manager → the fields it wrote last, from ``metadata.managedFields``.
+
+    Fetch the object with ``lab.get(..., show_managed_fields=True)``: kubectl leaves them out otherwise.
+    """
+    entries = obj["metadata"].get("managedFields")
+    if entries is None:
+        raise ValueError("this object came without managedFields: fetch it with show_managed_fields=True")
+    out: dict[str, list[str]] = {}
+    for entry in entries:
+        paths = out.setdefault(entry["manager"], [])
+        paths.extend(p for p in _paths(entry.get("fieldsV1") or {}) if p not in paths)
+    return out
+
+
+def try_patch(lab: Lab, kind: str, name: str, patch: dict[str, Any], namespace: str = NAMESPACE) -> Attempt:
+    """Send a merge patch as a server-side dry run: it goes through admission, and nothing is stored."""
+    try:
+        lab.kubectl("patch", kind, name, "-n", namespace, "--type=merge", "-p", json.dumps(patch),
+                    "--dry-run=server")
+    except KubectlError as exc:
+        return Attempt(False, exc.stderr.strip())
+    return Attempt(True, "")
+
+
 def pods(lab: Lab, selector: str = "app=web", namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    return json.loads(lab.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json"))["items"]
-
-
-def current_replicaset(lab: Lab, deployment: str = "web", namespace: str = NAMESPACE) -> str:
-    """The ReplicaSet that Deployment ``deployment`` controls and runs pods with right now."""
-    items = json.loads(lab.kubectl("get", "replicasets", "-n", namespace, "-o", "json"))["items"]
-    mine = [
-        rs
-        for rs in items
-        if (controller_of(rs) or {}).get("name") == deployment
-        and (controller_of(rs) or {}).get("kind") == "Deployment"
-    ]
-    live = [rs for rs in mine if rs["spec"].get("replicas")]
-    if not live:
-        raise LookupError(f"Deployment {deployment} controls no ReplicaSet with pods yet")
-    return live[0]["metadata"]["name"]
+    return list(json.loads(lab.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json"))["items"])
 
 
 def try_scale(lab: Lab, replicas: int, deployment: str = "web", namespace: str = NAMESPACE) -> Attempt:
@@ -120,3 +168,371 @@ def wait_policy_in_force(lab: Lab, deployment: str = "web", namespace: str = NAM
 
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def case(lab: Lab, name: str) -> dict[str, Any]:
+    """The Case ``name`` in casework, with its managedFields."""
+    obj = lab.get("case", name, namespace=CASEWORK, show_managed_fields=True)
+    if obj is None:
+        raise LookupError(f"there is no Case {name} in {CASEWORK}; the open ones are: {' '.join(open_case_names(lab))}")
+    return obj
+
+
+# --------------------------------------------------------------------------- the case files
+@dataclass(frozen=True)
+class CaseFiles:
+    """The draw behind one opening of the case files, as kept in the lab's state folder."""
+
+    record: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return str(self.record["id"])
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.record["cases"])
+
+    def pattern(self, name: str) -> Pattern:
+        return Pattern(self.record["cases"][name]["pattern"])
+
+    def evidence(self, name: str) -> str:
+        return str(self.record["cases"][name]["evidence"])
+
+    def questions(self) -> tuple[Question, ...]:
+        """One quiz question per Case, so that krmcourse.quiz.grade marks the pattern part of the verdicts."""
+        return tuple(Question(n, f"Case {n}", **_FACTS[self.pattern(n)]) for n in self.names)
+
+    def __str__(self) -> str:
+        return f"Case files {self.id}, open in namespace {CASEWORK}: " + ", ".join(self.names)
+
+
+def record_path(lab: Lab) -> Path:
+    return lab.home / "case-files.json"
+
+
+def _token(n: int) -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(n))
+
+
+def _draw() -> dict[str, Any]:
+    """Names, and which pattern acts on which Case, for a new opening; every part of the evidence is random."""
+    names: list[str] = []
+    while len(names) < 4:
+        if (name := f"case-{_token(4)}") not in names:
+            names.append(name)
+    patterns = list(Pattern)
+    secrets.SystemRandom().shuffle(patterns)
+    by = dict(zip(patterns, names, strict=True))
+    rng = secrets.SystemRandom()
+    sizes = {n: rng.randint(1, 5) for n in names}
+    words = rng.sample(_WORDS, 3)
+    record: dict[str, Any] = {
+        "id": _token(6),
+        "namespace": CASEWORK,
+        "sizes": sizes,
+        "tiers": {n: rng.choice(["bronze", "silver", "gold"]) for n in names},
+        "decoys": [f"{w}-{_token(5)}" for w in words[1:]],
+        "composite": {"case": by[Pattern.COMPOSITE], "manager": f"ctl-{_token(4)}", "child": f"{words[0]}-{_token(5)}"},
+        "provisioner": {"case": by[Pattern.PROVISIONER], "manager": f"ctl-{_token(4)}",
+                        "externalID": f"vol-{secrets.token_hex(5)}"},
+        "governor": {"case": by[Pattern.GOVERNOR], "manager": f"ctl-{_token(4)}",
+                     "size": rng.choice([s for s in range(1, 10) if s != sizes[by[Pattern.GOVERNOR]]])},
+        "enforcer": {"case": by[Pattern.ENFORCER], "policy": f"rule-{_token(5)}"},
+    }
+    evidence = {Pattern.COMPOSITE: record["composite"]["child"],
+                Pattern.PROVISIONER: record["provisioner"]["externalID"],
+                Pattern.GOVERNOR: record["governor"]["manager"], Pattern.ENFORCER: record["enforcer"]["policy"]}
+    record["cases"] = {by[p]: {"pattern": p.value, "evidence": evidence[p]} for p in Pattern}
+    return record
+
+
+def _read_record(lab: Lab) -> dict[str, Any] | None:
+    try:
+        record = json.loads(record_path(lab).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and "cases" in record else None
+
+
+def _write_record(lab: Lab, record: dict[str, Any]) -> None:
+    path = record_path(lab)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_suffix(".new")
+    scratch.write_text(json.dumps(record, indent=1))
+    scratch.replace(path)  # the controller reads the old record or the new one, never half of one
+
+
+def case_files(lab: Lab) -> CaseFiles | None:
+    """The case files open now: the record and the index in the cluster agree; None when none are open."""
+    record = _read_record(lab)
+    index = lab.get("configmap", INDEX, namespace=CASEWORK)
+    if record is None or index is None or (index.get("data") or {}).get("id") != record["id"]:
+        return None
+    return CaseFiles(record)
+
+
+def open_case_names(lab: Lab) -> list[str]:
+    files = case_files(lab)
+    return files.names if files else []
+
+
+def start_controller(lab: Lab) -> ManagedProcess:
+    """Run the casework controller as its ServiceAccount (or find it running); returns once it works."""
+    return lab.start("casework", "--namespace", CASEWORK, "--record", str(record_path(lab)),
+                     "--store", str(lab.home / "casework-outside.json"))
+
+
+def open_cases(lab: Lab, fresh: bool = False) -> CaseFiles:
+    """Open the case files: the ones open now, or (``fresh=True``, or none open) a new draw.
+
+    A new draw closes the old files first (their Cases, policy, verdicts and miss count go), then
+    creates four Cases as a team would (``kubectl create``), two ConfigMaps nobody controls, and the
+    admission policy; it returns once every controller has left its mark and the policy is in force.
+    """
+    start_controller(lab)
+    current = case_files(lab)
+    if current is not None and not fresh:
+        return current
+    old = _read_record(lab)
+    record = _draw()
+    _write_record(lab, record)  # the controller's loops follow on their next pass
+    lab.kubectl("delete", "configmap", INDEX, VERDICTS, "-n", CASEWORK, "--ignore-not-found")
+    lab.kubectl("delete", "cases", "--all", "-n", CASEWORK, "--wait=false")
+    if old is not None:
+        lab.kubectl("delete", "configmap", *old.get("decoys", []), "-n", CASEWORK, "--ignore-not-found")
+        policy = old["enforcer"]["policy"]
+        lab.kubectl("delete", f"validatingadmissionpolicybinding/{policy}", f"validatingadmissionpolicy/{policy}",
+                    "--ignore-not-found")
+    lab.wait_until(lambda: not json.loads(lab.kubectl("get", "cases", "-n", CASEWORK, "-o", "json"))["items"],
+                   timeout=60, message="the old Cases were never released (is the casework controller running?)")
+    _create_scene(lab, record)
+    lab.wait_until(lambda: not scene_problems(lab, CaseFiles(record)), timeout=90,
+                   message="the casework controller did not act on the new Cases")
+    enforced = record["enforcer"]["case"]
+    lab.wait_until(lambda: not try_patch(lab, "case", enforced, {"spec": {"size": 9}}, CASEWORK).allowed,
+                   timeout=30, message="the case files' admission policy never took effect")
+    lab.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": INDEX, "namespace": CASEWORK},
+               "data": {"id": record["id"], "cases": "\n".join(sorted(record["cases"]))}})
+    return CaseFiles(record)
+
+
+def _create_scene(lab: Lab, record: dict[str, Any]) -> None:
+    names = list(record["cases"])
+    secrets.SystemRandom().shuffle(names)  # creation order says nothing either
+    cases = [{"apiVersion": GROUP_VERSION, "kind": "Case", "metadata": {"name": n, "namespace": CASEWORK},
+              "spec": {"size": record["sizes"][n], "tier": record["tiers"][n]}} for n in names]
+    rng = secrets.SystemRandom()  # the ConfigMaps nobody controls look like the one a Case controls
+    decoys = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": d, "namespace": CASEWORK},
+               "data": {"size": str(rng.randint(1, 5)), "tier": rng.choice(["bronze", "silver", "gold"])}}
+              for d in record["decoys"]]
+    lab.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": cases + decoys}))
+    policy, guarded = record["enforcer"]["policy"], record["enforcer"]["case"]
+    lab.apply([
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+         "metadata": {"name": policy},
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"resourceRules": [{
+                      "apiGroups": ["patterns.krmcourse.dev"], "apiVersions": ["*"], "operations": ["UPDATE"],
+                      "resources": ["cases"], "resourceNames": [guarded]}]},
+                  "validations": [{"expression": "object.spec == oldObject.spec",
+                                   "message": "this Case's spec is fixed once it is created"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": {"name": policy},
+         "spec": {"policyName": policy, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": CASEWORK}}}}},
+    ])
+
+
+def scene_problems(lab: Lab, files: CaseFiles) -> list[str]:
+    """What the cluster no longer shows of the case files' evidence (empty when all of it is there)."""
+    record = files.record
+    listing = lab.kubectl("get", "cases", "-n", CASEWORK, "-o", "json", "--show-managed-fields")
+    cases = {c["metadata"]["name"]: c for c in json.loads(listing)["items"]
+             if not c["metadata"].get("deletionTimestamp")}
+    problems = [f"Case {n} is gone" for n in files.names if n not in cases]
+    part = record["composite"]
+    child = lab.get("configmap", part["child"], namespace=CASEWORK)
+    if part["case"] in cases and (child is None or (controller_of(child) or {}).get("uid")
+                                  != cases[part["case"]]["metadata"]["uid"]):
+        problems.append(f"Case {part['case']} controls nothing yet")
+    part = record["provisioner"]
+    if part["case"] in cases:
+        found = cases[part["case"]]
+        if FINALIZER not in (found["metadata"].get("finalizers") or []) \
+                or (found.get("status") or {}).get("externalID") != part["externalID"]:
+            problems.append(f"Case {part['case']} has no record outside the cluster yet")
+    part = record["governor"]
+    if part["case"] in cases and "spec.size" not in writers(cases[part["case"]]).get(part["manager"], []):
+        problems.append(f"Case {part['case']} has not been governed yet")
+    part = record["enforcer"]
+    if lab.get("validatingadmissionpolicybinding", part["policy"]) is None:
+        problems.append(f"the admission policy that judges Case {part['case']} is gone")
+    return problems
+
+
+def give_verdicts(lab: Lab, verdicts: Mapping[str, str | tuple[str, str]]) -> None:
+    """Write the ConfigMap ``verdicts``: Case name → ``"<Pattern> <evidence>"`` (or a (pattern, evidence) pair)."""
+    data = {name: " ".join(v) if isinstance(v, tuple) else str(v) for name, v in verdicts.items()}
+    _replace_configmap(lab, VERDICTS, data)
+
+
+def read_verdicts(lab: Lab, files: CaseFiles) -> dict[str, tuple[Pattern, str]]:
+    """The learner's verdicts, one per open Case; CheckFailed with a hint when they cannot be graded yet."""
+    cm = lab.get("configmap", VERDICTS, namespace=CASEWORK)
+    if cm is None:
+        raise CheckFailed(f"There is no ConfigMap {VERDICTS} in {CASEWORK} yet: the check grades the verdicts "
+                          "written there, one key per Case.")
+    data = cm.get("data") or {}
+    unknown = sorted(set(data) - set(files.names))
+    if unknown:
+        raise CheckFailed(f"The verdicts name {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
+                          f"not an open Case; the open ones are {', '.join(files.names)}.")
+    missing = [n for n in files.names if not (data.get(n) or "").strip()]
+    if missing:
+        raise CheckFailed(f"No verdict yet for {', '.join(missing)}: the check grades only a full set of verdicts, "
+                          "one per Case.")
+    verdicts: dict[str, tuple[Pattern, str]] = {}
+    for name in files.names:
+        word, _, evidence = re.sub(r"^\s*(\w+)\s*[:,]?\s*", r"\1 ", data[name]).partition(" ")
+        try:
+            pattern = parse(word)
+        except ValueError as exc:
+            raise CheckFailed(f"The verdict for {name} starts with {exc}.") from None
+        if not evidence.strip():
+            raise CheckFailed(f"The verdict for {name} names a pattern but no evidence. After the pattern, give "
+                              f"what the cluster shows for it: for a {pattern.value}, {EVIDENCE[pattern]}.")
+        verdicts[name] = (pattern, evidence.strip())
+    return verdicts
+
+
+def same_evidence(pattern: Pattern, given: str, expected: str) -> bool:
+    """Whether ``given`` names ``expected``; a ``kind/`` prefix is fine (for a Composite, only ConfigMap's)."""
+    text = given.strip().strip("'\"`").lower()
+    kind, _, name = text.rpartition("/")
+    if kind and pattern is Pattern.COMPOSITE and kind not in ("configmap", "configmaps", "cm"):
+        return False
+    return name == expected.lower()
+
+
+# --------------------------------------------------------------------------- grading without an oracle
+def digest(answers: Mapping[str, str]) -> str:
+    """A short fingerprint of a set of answers, so that re-checking the same answers costs nothing."""
+    text = json.dumps({k: " ".join(str(v).lower().split()) for k, v in answers.items()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def misses(lab: Lab, ledger: str) -> int:
+    """How many graded attempts missed on the case files' index or quiz sheet ``ledger``."""
+    obj = lab.get("configmap", ledger, namespace=CASEWORK)
+    return int(((obj or {}).get("metadata", {}).get("annotations") or {}).get(MISSES, "0"))
+
+
+def refuse_if_spent(lab: Lab, ledger: str, *, what: str, start_again: str) -> None:
+    """CheckFailed when ``ledger`` (the case files' index, or the quiz sheet) has no graded attempts left."""
+    if misses(lab, ledger) >= MAX_MISSES:
+        raise CheckFailed(f"No more graded attempts on {what}: {MAX_MISSES} of them missed, so the check grades "
+                          f"nothing more here, right or wrong. {start_again}")
+
+
+def judge(lab: Lab, ledger: str, answers: Mapping[str, str], right: int, total: int, *, what: str,
+          start_again: str, advice: str = "") -> None:
+    """Pass when all ``total`` answers are right; otherwise say how many are, never which, and count the miss.
+
+    The misses are counted in annotations of ``ledger`` (the index of the case files, or the quiz sheet),
+    not on the answers, so writing the answers afresh does not reset them. The same answers checked again
+    are not a new attempt. After :data:`MAX_MISSES` misses the check grades nothing more on that ledger,
+    not even right answers: ``start_again`` says how to get a new draw.
+    """
+    refuse_if_spent(lab, ledger, what=what, start_again=start_again)
+    if right == total:
+        return
+    obj = lab.get("configmap", ledger, namespace=CASEWORK)
+    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    missed = int(annotations.get(MISSES, "0"))
+    fingerprint = digest(answers)
+    if fingerprint != annotations.get(LAST_GRADED):
+        missed += 1
+        lab.kubectl("annotate", "configmap", ledger, "-n", CASEWORK, "--overwrite", f"{MISSES}={missed}",
+                    f"{LAST_GRADED}={fingerprint}")
+    left = MAX_MISSES - missed
+    more = (f"{left} graded attempt{'s' if left != 1 else ''} left on {what}." if left else
+            f"That was the last graded attempt on {what}. {start_again}")
+    raise CheckFailed(" ".join(filter(None, [f"{right} of {total} right; the check does not say which.", advice,
+                                             more])))
+
+
+# --------------------------------------------------------------------------- the quiz sheet
+@dataclass(frozen=True)
+class Sheet:
+    """The quiz in this sheet's order: (number, question) pairs, numbered from 1."""
+
+    items: tuple[tuple[str, Question], ...]
+
+    @property
+    def questions(self) -> tuple[Question, ...]:
+        return tuple(q for _, q in self.items)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{n}. {q.need}" for n, q in self.items)
+
+
+def read_sheet(lab: Lab) -> Sheet | None:
+    """The quiz sheet drawn in the cluster, or None when there is none (or it no longer makes sense)."""
+    cm = lab.get("configmap", SHEET, namespace=CASEWORK)
+    by_id = {q.id: q for q in QUESTIONS}
+    data = (cm or {}).get("data") or {}
+    numbers = [str(i) for i in range(1, len(QUESTIONS) + 1)]
+    if sorted(data) != sorted(numbers) or sorted(data.values()) != sorted(by_id):
+        return None
+    return Sheet(tuple((n, by_id[data[n]]) for n in numbers))
+
+
+def quiz_sheet(lab: Lab, fresh: bool = False) -> Sheet:
+    """The quiz sheet: the one drawn already, or (``fresh=True``, or none yet) every question in a new order."""
+    sheet = read_sheet(lab)
+    if sheet is not None and not fresh:
+        return sheet
+    order = list(QUESTIONS)
+    secrets.SystemRandom().shuffle(order)
+    lab.kubectl("delete", "configmap", SHEET, QUIZ_ANSWERS, "-n", CASEWORK, "--ignore-not-found")
+    _replace_configmap(lab, SHEET, {str(i): q.id for i, q in enumerate(order, 1)})
+    return Sheet(tuple((str(i), q) for i, q in enumerate(order, 1)))
+
+
+def answer_quiz(lab: Lab, answers: Mapping[str | int, str]) -> None:
+    """Write the ConfigMap ``quiz-answers``: the sheet's question number → a pattern name."""
+    _replace_configmap(lab, QUIZ_ANSWERS, {str(n): str(p) for n, p in answers.items()})
+
+
+def quiz_widget(lab: Lab) -> Any:
+    """The sheet as buttons; "Check my answers" writes quiz-answers and runs the exercise's check."""
+    sheet = quiz_sheet(lab)
+    number = {q.id: n for n, q in sheet.items}
+
+    def submit(answers: Mapping[str, str | None]) -> str:
+        answer_quiz(lab, {number[qid]: p or "" for qid, p in answers.items()})
+        try:
+            lab.check("pattern-quiz")
+        except CheckFailed as failed:
+            return f"Not yet: {failed.message}"
+        return "All right. pat.quiz_review(lab) explains each answer."
+
+    return _quiz_widget(sheet.questions, submit=submit)
+
+
+def quiz_review(lab: Lab) -> str:
+    """Why each answer of the sheet is right, once the quiz is solved (not before: that would be the key)."""
+    if not lab.solved("pattern-quiz"):
+        raise CheckFailed("The review opens once the quiz check passes.")
+    sheet = read_sheet(lab)
+    assert sheet is not None
+    return "\n".join(f"{n}. {q.answer.value}: {q.why} Examples: {q.example}." for n, q in sheet.items)
+
+
+def _replace_configmap(lab: Lab, name: str, data: Mapping[str, str]) -> None:
+    lab.kubectl("delete", "configmap", name, "-n", CASEWORK, "--ignore-not-found")
+    lab.kubectl("create", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": CASEWORK},
+         "data": dict(data)}))
+

@@ -112,18 +112,8 @@ def start(lab: Lab, failure_policy: str = "Fail") -> Enforcer:
     machine, the container network's gateway when it runs in a kind node.
     """
     endpoint = endpoint_for(lab, lab.home / "enforcer-tls")
-    process = lab.run_controller(
-        lab.path / "controllers" / "enforcer.py",
-        "--host",
-        endpoint.host,
-        "--port",
-        str(endpoint.port),
-        "--tls-dir",
-        str(endpoint.tls.directory),
-        name="enforcer",
-        kubeconfig=lab.kubeconfig_for(SERVICE_ACCOUNT, NAMESPACE),
-    )
-    process.wait_for_log("serving on", timeout=30)
+    process = lab.start("enforcer", "--host", endpoint.host, "--port", str(endpoint.port),
+                        "--tls-dir", str(endpoint.tls.directory))
     enforcer = Enforcer(process, endpoint)
     lab.apply(webhook_configurations(enforcer.url, endpoint.tls.ca_bundle, failure_policy))
     return enforcer

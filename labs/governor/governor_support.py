@@ -20,17 +20,7 @@ DEPLOYER = "deployer"
 
 def start(lab: Lab, period: float = 1.0) -> ManagedProcess:
     """Run the governor as the queue-governor ServiceAccount; returns once it is working."""
-    process = lab.run_controller(
-        lab.path / "controllers" / "governor.py",
-        "--namespace",
-        NAMESPACE,
-        "--period",
-        str(period),
-        name="governor",
-        kubeconfig=lab.kubeconfig_for(SERVICE_ACCOUNT, NAMESPACE),
-    )
-    process.wait_for_log("governing", timeout=30)
-    return process
+    return lab.start("governor", "--namespace", NAMESPACE, "--period", str(period))
 
 
 def set_queue(lab: Lab, queue: str, length: int | str) -> None:

@@ -23,11 +23,6 @@ NAMESPACE = "krm-system"
 SERVICE_ACCOUNT = "provisioner"
 CONFIG = "provisioner-config"
 TEAM = "team-a"
-CONTROLLER = Path(__file__).resolve().parent / "controllers" / "provisioner.py"
-
-# Processes this interpreter started, per cluster, so that solve() reuses what a notebook started.
-_running: dict[tuple[str, str], dict[str, ManagedProcess]] = {}
-
 
 @dataclass
 class Timing:
@@ -35,10 +30,6 @@ class Timing:
 
     seconds: list[float]
     reasons: list[str]
-
-
-def _key(lab: Lab) -> tuple[str, str]:
-    return (lab.name, str(lab.kubeconfig))
 
 
 def cloud(lab: Lab, timeout: float = 5.0) -> CloudClient:
@@ -53,8 +44,7 @@ def cloud(lab: Lab, timeout: float = 5.0) -> CloudClient:
 
 def start_cloud(lab: Lab, provision_seconds: float = 1.0, client_timeout: float = 2.0) -> CloudClient:
     """Start the cloud beside the cluster (or reuse a healthy one) and tell the provisioner where it is."""
-    procs = _running.setdefault(_key(lab), {})
-    if "cloud" in procs and procs["cloud"].alive:
+    if "cloud" in lab.running():  # whoever started it: reuse it, with its buckets
         client = cloud(lab)
         if client.healthy():
             client.reset()
@@ -67,7 +57,6 @@ def start_cloud(lab: Lab, provision_seconds: float = 1.0, client_timeout: float 
     match = re.search(r"cloud listening on (http://\S+)", proc.logs())
     if match is None:
         raise RuntimeError(f"The cloud started but did not say where it listens:\n{proc.logs()}")
-    procs["cloud"] = proc
     lab.apply(
         {
             "apiVersion": "v1",
@@ -81,14 +70,7 @@ def start_cloud(lab: Lab, provision_seconds: float = 1.0, client_timeout: float 
 
 def start_provisioner(lab: Lab) -> ManagedProcess:
     """Run the reference provisioner as its own ServiceAccount (least privilege), once per cluster."""
-    procs = _running.setdefault(_key(lab), {})
-    if "provisioner" in procs and procs["provisioner"].alive:
-        return procs["provisioner"]
-    proc = lab.run_kopf(
-        CONTROLLER, name="provisioner", kubeconfig=lab.kubeconfig_for(SERVICE_ACCOUNT, NAMESPACE)
-    )
-    procs["provisioner"] = proc
-    return proc
+    return lab.start("provisioner")
 
 
 def ensure_running(lab: Lab) -> CloudClient:
@@ -110,9 +92,7 @@ def ensure_running(lab: Lab) -> CloudClient:
 def stop_all(lab: Lab) -> None:
     """Stop the provisioner, then the cloud (the Lab would also do this on down())."""
     for name in ("provisioner", "cloud"):
-        proc = _running.get(_key(lab), {}).pop(name, None)
-        if proc is not None and proc.alive:
-            proc.stop()
+        lab.stop(name)
 
 
 def bucket(lab: Lab, name: str, namespace: str = TEAM) -> dict[str, Any] | None:

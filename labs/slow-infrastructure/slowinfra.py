@@ -88,7 +88,6 @@ def start_controller(
     work_seconds: float = 2.0,
 ) -> ManagedProcess:
     """Run the Server controller under its own least-privilege ServiceAccount."""
-    kubeconfig = lab.kubeconfig_for(*CONTROLLER_SA)
     args = [
         "--metal",
         metal.url,
@@ -103,11 +102,7 @@ def start_controller(
         args.append("--blocking")
     else:
         args += ["--callback-port", str(callback_port or free_port())]
-    process = lab.run_controller(
-        HERE / "controllers" / "server_controller.py", *args, name="server-controller", kubeconfig=kubeconfig
-    )
-    process.wait_for_log("server controller:", timeout=30)
-    return process
+    return lab.start("server-controller", *args)
 
 
 def create_servers(lab: Lab, names: list[str]) -> float:

@@ -2,10 +2,14 @@
 
 The check reads the CRD's additionalPrinterColumns for every served version (kubectl uses the
 version discovery prefers, which changes when a version is added), then asks kubectl itself and
-looks for the engine of a known Cache in its table.
+looks for the engine of a known Cache in its table: a column that points at the wrong field, or one
+with a priority above 0 (which only ``-o wide`` shows), does not count.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from krmcourse import CheckFailed, Lab
 
@@ -23,12 +27,19 @@ def check(lab: Lab) -> None:
         wanted = {".spec.engine": "the engine", ".spec.sizeGi": "the size"}
         absent = [what for path, what in wanted.items() if path not in paths]
         if absent:
+            read = (f" Its columns read {', '.join(paths)}: compare them with where a Cache keeps its fields "
+                    "(kubectl get cache sessions -o yaml).") if paths else ""
             raise CheckFailed(
-                f"Version {version} of the Cache CRD declares no column for {' or '.join(absent)}."
+                f"Version {version} of the Cache CRD declares no column for {' or '.join(absent)}.{read}"
             )
     table = lab.kubectl("get", "caches", "-n", c.NAMESPACE)
     if "memcached" not in table:
-        raise CheckFailed("kubectl get caches does not show the memcached engine of the Cache sessions yet.")
+        columns = [col for v in c.crd(lab)["spec"]["versions"] for col in v.get("additionalPrinterColumns", [])]
+        wide = sorted({col["name"] for col in columns if col.get("priority", 0) > 0})
+        raise CheckFailed(
+            "kubectl get caches does not show the memcached engine of the Cache sessions yet"
+            + (f": the columns {', '.join(wide)} have a priority above 0, so only -o wide shows them." if wide else ".")
+        )
 
 
 def solve(lab: Lab) -> None:
@@ -47,3 +58,28 @@ def solve(lab: Lab) -> None:
     c.settle(
         lab, lambda: "memcached" in lab.kubectl("get", "caches", "-n", c.NAMESPACE), "the printer columns"
     )
+
+
+def _set_columns(lab: Lab, columns: list[dict[str, Any]]) -> None:
+    """Give every version of the Cache CRD these printer columns."""
+    c = lab.support("cache_crd")
+    path = "/spec/versions/{}/additionalPrinterColumns"
+    c.patch_crd(lab, c.for_every_version(lab, lambda i, _: {"op": "add", "path": path.format(i), "value": columns}))
+
+
+def _name_the_fields_without_spec(lab: Lab) -> None:
+    """Columns on .engine and .sizeGi: the names are right, but those paths are empty at the top of a Cache."""
+    _set_columns(lab, [{"name": "Engine", "type": "string", "jsonPath": ".engine"},
+                       {"name": "Size", "type": "integer", "jsonPath": ".sizeGi"}])
+
+
+def _only_in_wide_output(lab: Lab) -> None:
+    """The right paths, copied from a CRD that marks its extra columns priority 1 (shown with -o wide only)."""
+    _set_columns(lab, [{**column, "priority": 1} for column in COLUMNS[:2]])
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "columns on .engine and .sizeGi, outside spec": _name_the_fields_without_spec,
+    "the right columns with priority 1": _only_in_wide_output,
+}

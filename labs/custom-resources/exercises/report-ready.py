@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
+from typing import Any
 
 from krmcourse import CheckFailed, Lab
 
@@ -23,7 +25,10 @@ def check(lab: Lab) -> None:
     status = primary.get("status") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     if ready is None:
-        raise CheckFailed("primary's status has no condition of type Ready.")
+        raise CheckFailed(
+            "primary's status, as the API server stored it, has no condition of type Ready. With the status "
+            "subresource, the API server drops a status sent to the object itself."
+        )
     if ready.get("status") != "True":
         raise CheckFailed(
             f"primary's Ready condition has status {ready.get('status')!r}, so it is not ready."
@@ -70,3 +75,32 @@ def solve(lab: Lab) -> None:
         "-p",
         json.dumps({"status": status}),
     )
+
+
+def _ready(generation: int | None) -> dict[str, Any]:
+    """A Ready=True condition, about ``generation`` when one is given."""
+    condition: dict[str, Any] = {"type": "Ready", "status": "True", "reason": "CacheServing",
+                                 "message": "It answers.", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    return condition | ({"observedGeneration": generation} if generation is not None else {})
+
+
+def _write_status_to_the_object(lab: Lab) -> None:
+    """Send a correct status to the object itself, the way spec is written, instead of to its /status."""
+    primary = lab.get("caches.store.krmcourse.dev", "primary", namespace="store") or {}
+    generation = primary["metadata"]["generation"]
+    status = {"observedGeneration": generation, "conditions": [_ready(generation)]}
+    lab.kubectl("patch", "caches.store.krmcourse.dev", "primary", "-n", "store", "--type=merge",
+                "-p", json.dumps({"status": status}))
+
+
+def _report_without_a_generation(lab: Lab) -> None:
+    """Write Ready=True through /status, but leave out which generation of the spec it is about."""
+    lab.kubectl("patch", "caches.store.krmcourse.dev", "primary", "-n", "store", "--subresource=status",
+                "--type=merge", "-p", json.dumps({"status": {"conditions": [_ready(None)]}}))
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "write the status to the object, not to /status": _write_status_to_the_object,
+    "report Ready without observedGeneration": _report_without_a_generation,
+}

@@ -6,6 +6,9 @@ the lab's API server, so it sees what the server stored, not what a file on disk
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 from krmcourse import CheckFailed, Lab
 from krmcourse.ecosystem import live_kinds
 
@@ -24,7 +27,8 @@ def check(lab: Lab) -> None:
     if int(backup["printer_columns"].max()) == 0:
         raise CheckFailed(
             f"The live analysis finds no printer columns on any served version of {KIND}: "
-            "`kubectl get backups` still shows only NAME and AGE."
+            "`kubectl get backups` still shows only NAME and AGE. Columns written where a CRD has no such field "
+            "are dropped by the API server (kubectl patch only warns): lab.get('crd', ...) shows what it kept."
         )
     crd = lab.get("customresourcedefinition", f"backups.{GROUP}") or {}
     paths = [
@@ -41,3 +45,28 @@ def check(lab: Lab) -> None:
 def solve(lab: Lab) -> None:
     lab.apply(lab.path / "exercises" / "printer-columns.solution.yaml")
     lab.wait_for(f"customresourcedefinition/backups.{GROUP}", "condition=Established", timeout=60)
+
+
+def _patch_backup_crd(lab: Lab, path: str, columns: list[dict[str, str]]) -> None:
+    """Add printer columns at ``path`` of the Backup CRD with a JSON patch."""
+    ops = [{"op": "add", "path": path, "value": columns}]
+    lab.kubectl("patch", "crd", f"backups.{GROUP}", "--type=json", "-p", json.dumps(ops))
+
+
+def _columns_beside_the_versions(lab: Lab) -> None:
+    """Put the columns under spec, where the old v1beta1 CRDs had them: the server drops the unknown field."""
+    _patch_backup_crd(lab, "/spec/additionalPrinterColumns",
+                      [{"name": "Source", "type": "string", "jsonPath": ".spec.source"}])
+
+
+def _only_an_age_column(lab: Lab) -> None:
+    """Copy the usual Age column from a tutorial: a printer column, but one that shows nothing of the Backup."""
+    _patch_backup_crd(lab, "/spec/versions/0/additionalPrinterColumns",
+                      [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}])
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "columns beside the versions, as in v1beta1": _columns_beside_the_versions,
+    "only an Age column": _only_an_age_column,
+}

@@ -9,6 +9,9 @@ sidecar, and a pod without one must be refused by the webhook.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+
+import yaml
 
 from krmcourse import CheckFailed, Lab
 
@@ -45,3 +48,30 @@ def check(lab: Lab) -> None:
 def solve(lab: Lab) -> None:
     lab.support("enforcer_support").ensure_running(lab)
     lab.apply(lab.path / "exercises" / "sidecar-policy.solution.yaml")
+
+
+def _policy_like_payments(lab: Lab, **spec: object) -> None:
+    """Start the webhook if needed, and give billing a copy of the payments SidecarPolicy with ``spec`` changed."""
+    enf = lab.support("enforcer_support")
+    enf.ensure_running(lab)
+    policy = yaml.safe_load((lab.path / "policies" / "payments-sidecars.yaml").read_text())
+    policy["metadata"]["namespace"] = "billing"
+    policy["spec"] |= spec
+    lab.apply(policy)
+
+
+def _copy_the_payments_policy(lab: Lab) -> None:
+    """Copy the payments policy as it is, with the log shipper version payments runs."""
+    _policy_like_payments(lab)
+
+
+def _sidecar_without_required_labels(lab: Lab) -> None:
+    """Fix the image but leave out requiredLabels: the sidecar comes, unlabelled pods still get in."""
+    _policy_like_payments(lab, sidecar={"name": "log-shipper", "image": IMAGE}, requiredLabels=None)
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "copy the payments policy unchanged": _copy_the_payments_policy,
+    "the right sidecar, but no required labels": _sidecar_without_required_labels,
+}

@@ -8,7 +8,9 @@ only moves when the spec does.
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
 
 from krmcourse import CheckFailed, Lab
 from krmcourse.apiload import MERGE, RestClient, message
@@ -24,8 +26,9 @@ def check(lab: Lab) -> None:
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
     if "status" not in (version.get("subresources") or {}):
         raise CheckFailed(
-            "The Gadget CRD declares no status subresource, so a status write is a write to the "
-            "whole object and moves metadata.generation."
+            "Version v1 of the Gadget CRD, as the API server stored it, declares no status subresource, so "
+            "a status write is a write to the whole object and moves metadata.generation. (A CRD field written "
+            "in the wrong place is dropped by the API server; kubectl patch only warns.)"
         )
     rest = RestClient(lab.kubeconfig)
     try:
@@ -46,13 +49,18 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    lab.kubectl(
-        "patch",
-        "crd",
-        CRD,
-        "--type=json",
-        "-p",
-        '[{"op": "add", "path": "/spec/versions/0/subresources", "value": {"status": {}}}]',
-    )
+    ops = [{"op": "add", "path": "/spec/versions/0/subresources", "value": {"status": {}}}]
+    lab.kubectl("patch", "crd", CRD, "--type=json", "-p", json.dumps(ops))
     lab.wait_until(lambda: lab.solved("status-subresource"), timeout=30,
                    message="the status subresource was not served in time")
+
+
+def _subresources_beside_the_versions(lab: Lab) -> None:
+    """Patch subresources in under spec, where v1beta1 CRDs had them: the API server drops the unknown field."""
+    lab.kubectl("patch", "crd", CRD, "--type=merge", "-p", '{"spec": {"subresources": {"status": {}}}}')
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "subresources beside the versions, as in v1beta1": _subresources_beside_the_versions,
+}

@@ -2,22 +2,31 @@
 
 The check reads the QueueWorker's conditions as the running operator wrote them: both loops must
 report True for the current generation, and the invoices-worker Deployment must have the size
-that the queue asks for.
+that the queue asks for. The queue must still be invoices' own, ``invoices-queue``: pointing the
+QueueWorker at another workload's queue makes the governor happy on a signal that is not its backlog.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 
 from krmcourse import CheckFailed, Lab
 
 NAMESPACE = "separate"
+QUEUE = "invoices-queue"  # the ConfigMap that holds invoices' own backlog
 
 
 def check(lab: Lab) -> None:
     worker = lab.get("queueworker.ops.krmcourse.dev", "invoices", namespace=NAMESPACE)
     if worker is None:
         raise CheckFailed("There is no QueueWorker invoices in the separate namespace.")
+    if worker["spec"]["queue"] != QUEUE:
+        raise CheckFailed(
+            f"invoices now reads its backlog from {worker['spec']['queue']}, not from its own queue {QUEUE}: "
+            "the governor scales it on a number that is not the invoices backlog. Repair the signal it read."
+        )
     conditions = {c["type"]: c for c in (worker.get("status") or {}).get("conditions", [])}
     for kind in ("Composed", "Governed"):
         cond = conditions.get(kind)
@@ -45,8 +54,12 @@ def check(lab: Lab) -> None:
 
 def solve(lab: Lab) -> None:
     support = lab.support("oneloop_support")
-    if lab.get("queueworker.ops.krmcourse.dev", "invoices", namespace=NAMESPACE) is None:
+    worker = lab.get("queueworker.ops.krmcourse.dev", "invoices", namespace=NAMESPACE)
+    if worker is None:
         support.create_workload(lab, NAMESPACE)
+    elif worker["spec"]["queue"] != QUEUE:  # pointed elsewhere by an earlier try: back to its own queue
+        lab.kubectl("patch", "queueworker.ops.krmcourse.dev", "invoices", "-n", NAMESPACE, "--type=merge",
+                    "-p", json.dumps({"spec": {"queue": QUEUE}}))
     lab.kubectl(
         "patch",
         "configmap",
@@ -68,3 +81,41 @@ def solve(lab: Lab) -> None:
         timeout=30,
         message="invoices-worker did not reach 3 replicas",
     )
+
+
+def _running_operator(lab: Lab) -> None:
+    """What the notebook has at this point: the workload, and the separate operator working on it."""
+    support = lab.support("oneloop_support")
+    if lab.get("queueworker.ops.krmcourse.dev", "invoices", namespace=NAMESPACE) is None:
+        support.create_workload(lab, NAMESPACE)
+    support.ensure_separate(lab, NAMESPACE)
+    lab.wait_until(lambda: support.condition_is(lab, NAMESPACE, "invoices", "Composed", "True"), timeout=30,
+                   message="the composite loop did not create invoices-worker")
+
+
+def _scale_the_deployment_by_hand(lab: Lab) -> None:
+    """Give invoices-worker the size a queue of 14 asks for with kubectl scale, leaving the queue broken."""
+    _running_operator(lab)
+    lab.kubectl("scale", "deployment", "invoices-worker", "-n", NAMESPACE, "--replicas=3")
+
+
+def _point_it_at_a_working_queue(lab: Lab) -> None:
+    """Make the governor stop failing by pointing invoices at orders-queue, whose length is a number."""
+    _running_operator(lab)
+    lab.kubectl("patch", "queueworker.ops.krmcourse.dev", "invoices", "-n", NAMESPACE, "--type=merge",
+                "-p", '{"spec": {"queue": "orders-queue"}}')
+
+    def governed_again() -> bool:
+        worker = lab.get("queueworker.ops.krmcourse.dev", "invoices", namespace=NAMESPACE) or {}
+        governed = lab.support("oneloop_support").conditions(lab, NAMESPACE, "invoices").get("Governed", {})
+        return bool(governed.get("status") == "True"
+                    and governed.get("observedGeneration") == worker["metadata"]["generation"])
+
+    lab.wait_until(governed_again, timeout=30, message="the governor never reported invoices Governed")
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "scale invoices-worker by hand": _scale_the_deployment_by_hand,
+    "point invoices at the orders queue": _point_it_at_a_working_queue,
+}

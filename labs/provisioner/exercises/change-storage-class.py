@@ -7,6 +7,7 @@ provisioner to have seen the latest generation of the object.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from krmcourse import CheckFailed, Lab
 
@@ -20,7 +21,10 @@ def check(lab: Lab) -> None:
     if obj is None:
         raise CheckFailed(f"There is no Bucket {NAME} in {sup.TEAM}; the succinct-bucket exercise makes it.")
     if obj["spec"].get("storageClass") != WANTED:
-        raise CheckFailed(f"Bucket {NAME} still declares storageClass {obj['spec'].get('storageClass')}.")
+        raise CheckFailed(
+            f"Bucket {NAME} still declares storageClass {obj['spec'].get('storageClass')}, and the spec is "
+            "what the provisioner makes the cloud match: a class changed only in the cloud is soon put back."
+        )
     cond = sup.ready(obj)
     if cond.get("observedGeneration") != obj["metadata"]["generation"] or cond.get("status") != "True":
         raise CheckFailed(
@@ -38,14 +42,20 @@ def check(lab: Lab) -> None:
 def solve(lab: Lab) -> None:
     sup = lab.support("provisioner_support")
     sup.ensure_running(lab)
-    lab.kubectl(
-        "patch",
-        "bucket",
-        NAME,
-        "-n",
-        sup.TEAM,
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"storageClass": WANTED}}),
-    )
+    lab.kubectl("patch", "bucket", NAME, "-n", sup.TEAM, "--type=merge", "-p",
+                json.dumps({"spec": {"storageClass": WANTED}}))
     sup.wait_ready(lab, NAME)
+
+
+def _change_it_in_the_cloud(lab: Lab) -> None:
+    """Set the class in the cloud's own API, as the notebook's drift demo did, and leave the spec alone."""
+    sup = lab.support("provisioner_support")
+    sup.ensure_running(lab)
+    obj = sup.wait_ready(lab, NAME)
+    sup.cloud(lab).update_bucket(obj["status"]["bucketName"], storageClass=WANTED)
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "change the class in the cloud, behind the provisioner": _change_it_in_the_cloud,
+}

@@ -52,16 +52,7 @@ def solve(lab: Lab) -> None:
     if sup.bucket(lab, NAME) is None:  # deleted some other way: ask for it again (the cloud bucket is reused)
         lab.apply(lab.path / "manifests" / "30-buckets.yaml")
     sup.wait_ready(lab, NAME)
-    lab.kubectl(
-        "patch",
-        "bucket",
-        NAME,
-        "-n",
-        sup.TEAM,
-        "--type=merge",
-        "-p",
-        '{"spec": {"deletionPolicy": "Retain"}}',
-    )
+    lab.kubectl("patch", "bucket", NAME, "-n", sup.TEAM, "--type=merge", "-p", '{"spec": {"deletionPolicy": "Retain"}}')
     lab.delete("bucket", NAME, namespace=sup.TEAM, wait=True)
 
 

@@ -3,12 +3,16 @@
 An owner reference names one exact object: apiVersion, kind, name and, above all, uid. The check
 compares the reference with the Plant that is in the cluster now, so a reference copied from an
 older, deleted ``mint`` (another uid) does not count. Once it is right, deleting the Plant lets the
-garbage collector delete the ConfigMap, which the notebook shows next.
+garbage collector delete the ConfigMap, which the notebook shows next. When the ConfigMap has no
+owner, the check also reads the Plant's own ownerReferences, to tell a reference that points the wrong
+way (the owner naming its dependent) from none at all.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from krmcourse import CheckFailed, Lab
 
@@ -29,6 +33,11 @@ def check(lab: Lab) -> None:
         )
     refs = care["metadata"].get("ownerReferences") or []
     if not refs:
+        if _reversed(plant, care):
+            raise CheckFailed(
+                "The reference points the wrong way: the Plant mint names mint-care as its owner. "
+                "An owner reference sits on the dependent and names the object it belongs to."
+            )
         raise CheckFailed("mint-care has no owner yet: its metadata names no owner at all.")
     plants = [r for r in refs if r.get("kind") == "Plant" and r.get("name") == "mint"]
     if not plants:
@@ -47,6 +56,12 @@ def check(lab: Lab) -> None:
         )
 
 
+def _reversed(plant: dict[str, Any], care: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Plant's owner references that name the ConfigMap: the relationship written backwards."""
+    uid = care["metadata"]["uid"]
+    return [r for r in plant["metadata"].get("ownerReferences") or [] if r.get("uid") == uid]
+
+
 def solve(lab: Lab) -> None:
     plant = lab.get("plants.garden.krmcourse.dev", "mint", namespace=NAMESPACE)
     if plant is None:
@@ -62,3 +77,34 @@ def solve(lab: Lab) -> None:
         "-p",
         json.dumps({"metadata": {"ownerReferences": [owner]}}),
     )
+    care = lab.get("configmap", "mint-care", namespace=NAMESPACE)
+    backwards = _reversed(plant, care) if care is not None else []
+    if backwards:  # an earlier try wrote the reference on the Plant: take it off again
+        kept = [r for r in plant["metadata"]["ownerReferences"] if r not in backwards]
+        lab.kubectl("patch", "plants.garden.krmcourse.dev", "mint", "-n", NAMESPACE, "--type=merge",
+                    "-p", json.dumps({"metadata": {"ownerReferences": kept or None}}))
+
+
+def _put_the_reference_on_the_plant(lab: Lab) -> None:
+    """Write the reference on the Plant, naming the ConfigMap: ownership the wrong way round."""
+    care = lab.get("configmap", "mint-care", namespace=NAMESPACE)
+    assert care is not None
+    owned_by = {"apiVersion": "v1", "kind": "ConfigMap", "name": "mint-care", "uid": care["metadata"]["uid"]}
+    lab.kubectl("patch", "plants.garden.krmcourse.dev", "mint", "-n", NAMESPACE, "--type=merge",
+                "-p", json.dumps({"metadata": {"ownerReferences": [owned_by]}}))
+
+
+def _reference_with_the_configmaps_api_version(lab: Lab) -> None:
+    """Name the Plant mint with its real uid, but copy apiVersion v1 from the ConfigMap's own header."""
+    plant = lab.get("plants.garden.krmcourse.dev", "mint", namespace=NAMESPACE)
+    assert plant is not None
+    owner = {"apiVersion": "v1", "kind": "Plant", "name": "mint", "uid": plant["metadata"]["uid"]}
+    lab.kubectl("patch", "configmap", "mint-care", "-n", NAMESPACE, "--type=merge",
+                "-p", json.dumps({"metadata": {"ownerReferences": [owner]}}))
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "the reference on the Plant, naming the ConfigMap": _put_the_reference_on_the_plant,
+    "an owner reference with the ConfigMap's apiVersion": _reference_with_the_configmaps_api_version,
+}

@@ -39,6 +39,8 @@ from typing import Any
 import httpx
 import kr8s.asyncio
 
+from krmcourse.controllerkit import WorkQueue  # client-go's rules: a key at most once, never twice at a time
+
 warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
 
 GROUP_VERSION = "metal.krmcourse.dev/v1alpha1"
@@ -52,40 +54,6 @@ def now() -> str:
 
 def log(message: str) -> None:
     print(f"{now()[11:23]} {message}", flush=True)
-
-
-class WorkQueue:
-    """A de-duplicating queue of object keys, with client-go's rules.
-
-    A key is queued at most once; a key added while it is being processed is queued again when the
-    worker is done with it, so no event is lost and no object is reconciled twice at the same time.
-    """
-
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._dirty: set[str] = set()
-        self._processing: set[str] = set()
-
-    def add(self, key: str) -> None:
-        if key in self._dirty:
-            return
-        self._dirty.add(key)
-        if key not in self._processing:
-            self._queue.put_nowait(key)
-
-    def add_after(self, key: str, seconds: float) -> None:
-        asyncio.get_running_loop().call_later(seconds, self.add, key)
-
-    async def get(self) -> str:
-        key = await self._queue.get()
-        self._dirty.discard(key)
-        self._processing.add(key)
-        return key
-
-    def done(self, key: str) -> None:
-        self._processing.discard(key)
-        if key in self._dirty:
-            self._queue.put_nowait(key)
 
 
 class Controller:

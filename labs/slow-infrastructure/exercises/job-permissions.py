@@ -1,10 +1,15 @@
 """Exercise: let the server controller's ServiceAccount run Jobs in dc1, and nothing more.
 
 The check asks the real API server's authorizer, impersonating the ServiceAccount
-(`kubectl auth can-i --as=...`), which is what the controller's own requests will meet.
+(`kubectl auth can-i --as=...`), which is what the controller's own requests will meet. When the
+Jobs verbs are missing, the hint also reads the Role server-controller in dc1 for a rule that names
+jobs in another API group than batch.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from krmcourse import CheckFailed, Lab
 
@@ -38,19 +43,43 @@ def check(lab: Lab) -> None:
     """Fail unless the four verbs the controller uses on Jobs in dc1 are allowed, and a few others are not."""
     missing = [verb for verb, resource, ns in NEEDED if not can(lab, verb, resource, ns)]
     if missing:
-        raise CheckFailed(f"The server-controller ServiceAccount may not {', '.join(missing)} Jobs in dc1.")
+        rules = (lab.get("role", "server-controller", namespace="dc1") or {}).get("rules") or []
+        groups = {g for r in rules if "jobs" in r.get("resources", []) for g in r.get("apiGroups", [])} - {"batch"}
+        astray = (f" Its Role names jobs under apiGroups {', '.join(map(repr, sorted(groups)))}, where there is "
+                  "no resource called jobs.") if groups else ""
+        raise CheckFailed(f"The server-controller ServiceAccount may not {', '.join(missing)} Jobs in dc1.{astray}")
     for verb, resource, ns, hint in TOO_MUCH:
         if can(lab, verb, resource, ns):
             raise CheckFailed(f"Too much: {hint}")
 
 
-def solve(lab: Lab) -> None:
-    """Add one rule for Jobs to the controller's Role in dc1."""
+def _put_jobs_rule(lab: Lab, rule: dict[str, Any]) -> None:
+    """Make ``rule`` the one rule about Jobs in the controller's Role in dc1 (replacing an earlier one)."""
     role = lab.get("role", "server-controller", namespace="dc1")
     assert role is not None, "the server-controller Role is missing; bring the lab up first"
-    rule = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch"]}
-    if rule not in role["rules"]:
-        role["rules"].append(rule)
+    role["rules"] = [r for r in role["rules"] if "jobs" not in r.get("resources", [])] + [rule]
     for field in ("managedFields", "resourceVersion", "uid", "creationTimestamp", "annotations"):
         role["metadata"].pop(field, None)
     lab.apply(role)
+
+
+def solve(lab: Lab) -> None:
+    """Add one rule for Jobs to the controller's Role in dc1."""
+    _put_jobs_rule(lab, {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch"]})
+
+
+def _jobs_in_the_core_group(lab: Lab) -> None:
+    """The right verbs, with apiGroups [""] copied from a Pod rule: Jobs are not in the core group."""
+    _put_jobs_rule(lab, {"apiGroups": [""], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch"]})
+
+
+def _every_verb_on_jobs(lab: Lab) -> None:
+    """The right group, but every verb on Jobs, so nothing the controller might do is refused."""
+    _put_jobs_rule(lab, {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["*"]})
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "a Jobs rule in the core API group": _jobs_in_the_core_group,
+    "every verb on Jobs": _every_verb_on_jobs,
+}

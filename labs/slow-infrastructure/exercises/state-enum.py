@@ -8,6 +8,7 @@ status writes to a scratch Server with the server's dry-run, so nothing is store
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from krmcourse import CheckFailed, KubectlError, Lab
 
@@ -70,3 +71,36 @@ def solve(lab: Lab) -> None:
     )
 
     lab.wait_until(lambda: lab.solved("state-enum"), timeout=30, message="the new schema is not enforced yet")
+
+
+def _schema_patch(lab: Lab, field: str, value: object) -> None:
+    """Set one field of status.state's schema in the live CRD."""
+    path = f"/spec/versions/0/schema/openAPIV3Schema/properties/status/properties/state/{field}"
+    lab.kubectl("patch", "customresourcedefinition", CRD, "--type=json",
+                "-p", json.dumps([{"op": "add", "path": path, "value": value}]))
+
+
+def _list_the_states_in_the_description(lab: Lab) -> None:
+    """Publish the states as prose: kubectl explain shows them, the API server enforces nothing."""
+    _schema_patch(lab, "description", f"Where the server is in its life cycle: one of {', '.join(STATES)}.")
+
+
+def _enum_without_the_error_state(lab: Lab) -> None:
+    """An enum of the happy path only: the terminal Error state is forgotten."""
+    _schema_patch(lab, "enum", STATES[:-1])
+
+    def refused() -> bool:  # the API server swaps in the new schema a moment after the CRD changes
+        try:
+            check(lab)
+        except CheckFailed as failed:
+            return "refuses states" in failed.message
+        return False
+
+    lab.wait_until(refused, timeout=30, message="the enum without Error is not enforced yet")
+
+
+#: What a hurried learner might try instead: each must leave the check failing, with a hint.
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "list the states in the field's description": _list_the_states_in_the_description,
+    "an enum without the Error state": _enum_without_the_error_state,
+}

@@ -1,0 +1,108 @@
+"""Exercise: the quiz, graded. For each described need on the quiz sheet, name the pattern that fits.
+
+The sheet (``patterns_support.quiz_sheet``) holds the course's quiz questions (``krmcourse.quiz.QUESTIONS``)
+in an order drawn for that sheet, numbered 1 to 8; the sheet's ConfigMap ``casework/quiz-sheet`` maps each
+number to its question. The answers go into the ConfigMap ``casework/quiz-answers``, one key per number,
+each value a pattern name; the notebook's widget writes them there too. The check marks them with
+``krmcourse.quiz.grade``, the same code that marks the practice widget.
+
+Why it cannot be passed by trying answers: there is no evidence to give here, so the check relies on what it
+says and how often. It grades only a full sheet, says how many answers are right but not which, and counts
+the graded attempts that miss on the sheet itself (the same answers checked again are not a new attempt;
+new answers written into a new ConfigMap are). After three misses it grades nothing more on that sheet,
+right or wrong. Three counts out of nine possible values cannot single out one of the 4^8 ways to answer,
+but they are plenty to settle a doubt or two. A new sheet puts the questions in a new order, so answers
+found by trying, kept by number, are worth nothing on it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from krmcourse import CheckFailed, Lab
+from krmcourse.quiz import Pattern, grade
+
+START_AGAIN = "Draw a new sheet (pat.quiz_sheet(lab, fresh=True)): the same questions, in a new order."
+
+
+def check(lab: Lab) -> None:
+    sup = lab.support("patterns_support")
+    sheet = sup.read_sheet(lab)
+    if sheet is None:
+        raise CheckFailed(f"No quiz sheet is drawn in the {sup.CASEWORK} namespace: the notebook's cell that draws "
+                          "it has not run, or the sheet was changed by hand.")
+    what = "this quiz sheet"
+    sup.refuse_if_spent(lab, sup.SHEET, what=what, start_again=START_AGAIN)
+    cm = lab.get("configmap", sup.QUIZ_ANSWERS, namespace=sup.CASEWORK)
+    if cm is None:
+        raise CheckFailed(f"There is no ConfigMap {sup.QUIZ_ANSWERS} in {sup.CASEWORK} yet: the check grades the "
+                          "answers written there, one key per question number of the sheet.")
+    data = {k: v.strip() for k, v in (cm.get("data") or {}).items()}
+    numbers = [n for n, _ in sheet.items]
+    unknown = sorted(set(data) - set(numbers))
+    if unknown:
+        raise CheckFailed(f"The answers use the key(s) {', '.join(unknown)}, but the sheet's questions are numbered "
+                          f"1 to {len(numbers)}.")
+    missing = [n for n in numbers if not data.get(n)]
+    if missing:
+        raise CheckFailed(f"Question(s) {', '.join(missing)} not answered yet: the check grades only a full sheet.")
+    try:
+        score = grade({q.id: data[n] for n, q in sheet.items}, sheet.questions)
+    except ValueError as exc:
+        raise CheckFailed(f"An answer is not a pattern: {exc}.") from None
+    sup.judge(lab, sup.SHEET, data, score.score, score.total, what=what, start_again=START_AGAIN)
+
+
+def solve(lab: Lab) -> None:
+    sup = lab.support("patterns_support")
+    sheet = sup.quiz_sheet(lab, fresh=sup.misses(lab, sup.SHEET) >= sup.MAX_MISSES)
+    # Each question's answer is the decision tree walked with its facts: does it create something, and where;
+    # if not, does it act on requests or all the time? (krmcourse.quiz.classify)
+    sup.answer_quiz(lab, {number: question.answer.value for number, question in sheet.items})
+
+
+# --------------------------------------------------------------------------- what a hurried learner tries
+def _admission_taken_for_governors(lab: Lab) -> None:
+    """Everything right but the two needs met at admission, taken for governors ("it changes pods")."""
+    sup = lab.support("patterns_support")
+    sheet = sup.quiz_sheet(lab)
+    sup.answer_quiz(lab, {n: (Pattern.GOVERNOR if q.answer is Pattern.ENFORCER else q.answer).value
+                          for n, q in sheet.items})
+
+
+def _one_question_at_a_time(lab: Lab) -> None:
+    """Start from all Composite, then try each pattern on each question, keeping whatever raises the count."""
+    sup = lab.support("patterns_support")
+    sheet = sup.quiz_sheet(lab)
+    answers = {n: Pattern.COMPOSITE.value for n, _ in sheet.items}
+    best = -1
+    for number, _ in sheet.items:
+        for pattern in Pattern:
+            trial = {**answers, number: pattern.value}
+            sup.answer_quiz(lab, trial)
+            try:
+                lab.check("pattern-quiz")
+            except CheckFailed as failed:
+                count = re.match(r"(\d+) of \d+ right", failed.message)
+                if count is None:
+                    return  # the check stopped grading: nothing more to learn from it
+                if int(count.group(1)) > best:
+                    best, answers = int(count.group(1)), trial
+            else:
+                return
+
+
+def _answers_written_afresh(lab: Lab) -> None:
+    """Out of attempts, delete quiz-answers and write the right answers anew, hoping the count starts over."""
+    sup = lab.support("patterns_support")
+    sheet = sup.quiz_sheet(lab)
+    lab.kubectl("delete", "configmap", sup.QUIZ_ANSWERS, "-n", sup.CASEWORK, "--ignore-not-found")
+    sup.answer_quiz(lab, {n: q.answer.value for n, q in sheet.items})
+
+
+WRONG: dict[str, Callable[[Lab], None]] = {
+    "the admission-time needs answered Governor, the rest right": _admission_taken_for_governors,
+    "each pattern tried on each question, keeping what raises the count": _one_question_at_a_time,
+    "the answers deleted and written afresh after the attempts ran out": _answers_written_afresh,
+}

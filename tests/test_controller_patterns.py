@@ -1,0 +1,77 @@
+"""The controller-patterns lab's own code, without a cluster: the draw, the fingerprint readers, verdicts.
+
+The exercises themselves (check, solve and the wrong solutions) run on a real cluster in
+tests/test_exercises.py; these pin down the pieces whose mistakes would be hard to see there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from krmcourse.labcode import lab_module
+from krmcourse.quiz import QUESTIONS, Pattern
+
+sup = lab_module("controller-patterns", "patterns_support")
+
+
+def test_each_draw_is_new_and_puts_one_pattern_on_each_case_with_its_own_evidence() -> None:
+    draws = [sup._draw() for _ in range(20)]
+    for record in draws:
+        files = sup.CaseFiles(record)
+        assert len(files.names) == 4 and {files.pattern(n) for n in files.names} == set(Pattern)
+        assert files.pattern(record["governor"]["case"]) is Pattern.GOVERNOR
+        assert files.evidence(record["governor"]["case"]) == record["governor"]["manager"]
+        assert files.evidence(record["provisioner"]["case"]) == record["provisioner"]["externalID"]
+        assert record["governor"]["size"] != record["sizes"][record["governor"]["case"]]
+        assert record["composite"]["child"] not in record["decoys"]
+    # Names, and which pattern sits on the first name, change from draw to draw.
+    assert len({n for r in draws for n in r["cases"]}) > 70
+    assert len({sup.CaseFiles(r).pattern(sup.CaseFiles(r).names[0]) for r in draws}) > 1
+
+
+def test_writers_lists_each_managers_fields_and_folds_list_items() -> None:
+    obj: dict[str, Any] = {"metadata": {"managedFields": [
+        {"manager": "kubectl-create", "operation": "Update",
+         "fieldsV1": {"f:spec": {".": {}, "f:tier": {}}}},
+        {"manager": "ctl-abcd", "operation": "Update",
+         "fieldsV1": {"f:metadata": {"f:finalizers": {".": {}, 'v:"x/cleanup"': {}}}}},
+        {"manager": "ctl-abcd", "operation": "Update", "subresource": "status",
+         "fieldsV1": {"f:status": {".": {}, "f:externalID": {}}}},
+        {"manager": "kubectl-client-side-apply", "operation": "Update",
+         "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {'k:{"name":"web"}': {
+             ".": {}, "f:image": {}}}}}}}},
+    ]}}
+    assert sup.writers(obj) == {
+        "kubectl-create": ["spec.tier"],
+        "ctl-abcd": ["metadata.finalizers", "status.externalID"],
+        "kubectl-client-side-apply": ["spec.template.spec.containers"],
+    }
+    with pytest.raises(ValueError, match="show_managed_fields=True"):
+        sup.writers({"metadata": {}})
+
+
+@pytest.mark.parametrize(("pattern", "given", "expected", "same"), [
+    (Pattern.COMPOSITE, "ledger-k2x9q", "ledger-k2x9q", True),
+    (Pattern.COMPOSITE, "ConfigMap/ledger-k2x9q", "ledger-k2x9q", True),
+    (Pattern.COMPOSITE, "secret/ledger-k2x9q", "ledger-k2x9q", False),
+    (Pattern.ENFORCER, "validatingadmissionpolicy/rule-abcde", "rule-abcde", True),
+    (Pattern.GOVERNOR, " 'ctl-ab12' ", "ctl-ab12", True),
+    (Pattern.PROVISIONER, "patterns.krmcourse.dev/cleanup", "vol-0a1b2c3d4e", False),
+])
+def test_evidence_may_carry_a_kind_but_must_name_the_thing(pattern: Pattern, given: str, expected: str,
+                                                            same: bool) -> None:
+    assert sup.same_evidence(pattern, given, expected) is same
+
+
+def test_the_same_answers_have_the_same_digest_whatever_their_spacing_or_case() -> None:
+    assert sup.digest({"1": "Composite", "2": "enforcer"}) == sup.digest({"2": " Enforcer ", "1": "composite"})
+    assert sup.digest({"1": "Composite"}) != sup.digest({"1": "Governor"})
+
+
+def test_a_sheet_prints_numbered_needs_in_its_own_order() -> None:
+    sheet = sup.Sheet(tuple((str(i), q) for i, q in enumerate(reversed(QUESTIONS), 1)))
+    lines = str(sheet).splitlines()
+    assert lines[0] == f"1. {QUESTIONS[-1].need}" and len(lines) == len(QUESTIONS)
+    assert sheet.questions[0] is QUESTIONS[-1]
