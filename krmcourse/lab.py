@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import errno
+import inspect
 import json
 import os
 import shutil
 import sys
+import textwrap
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -555,6 +557,20 @@ class Lab:
         return self.provider.can(capability)
 
     # ----------------------------------------------------------------- identities
+    def can_i(self, who: str, verb: str, resource: str, namespace: str | None = None,
+              subresource: str | None = None) -> bool:
+        """The API server's own answer to "may ``who`` do this?" (``kubectl auth can-i --as``, which sends
+        a SubjectAccessReview). ``who`` is a user, or ``namespace/name`` for a ServiceAccount."""
+        if "/" in who and ":" not in who:
+            account_namespace, account = who.split("/", 1)
+            who = f"system:serviceaccount:{account_namespace}:{account}"
+        args = ["auth", "can-i", verb, resource, f"--as={who}"]
+        if namespace:
+            args += ["-n", namespace]
+        if subresource:
+            args.append(f"--subresource={subresource}")
+        return self.kubectl(*args, check=False).strip() == "yes"
+
     def kubeconfig_for(self, serviceaccount: str, namespace: str, hours: int = 12) -> Path:
         """A kubeconfig that authenticates as a ServiceAccount, for least-privilege processes."""
         token = self.kubectl("create", "token", serviceaccount, "-n", namespace,
@@ -592,8 +608,13 @@ class Lab:
         # The same command, settings, credentials and code make the same process: a later start (another
         # interpreter's, say) adopts it while it runs; an edited script starts afresh.
         code = (self.path / script).stat()  # a relative script runs from the lab folder
+        # A learner's code (see save_code), passed as an argument or a setting, counts as code too: an
+        # edit restarts the process.
+        saved = [(arg, Path(arg).stat().st_mtime_ns, Path(arg).stat().st_size)
+                 for arg in [*argv, *(env or {}).values()]
+                 if arg.startswith(str(self.home / "code")) and Path(arg).is_file()]
         identity = json.dumps([argv, sorted((env or {}).items()), str(kubeconfig or self.kubeconfig),
-                               code.st_mtime_ns, code.st_size])
+                               code.st_mtime_ns, code.st_size, saved])
         proc = ManagedProcess(name, argv, full_env, self.home / "processes", cwd=cwd or self.path,
                               identity=identity)
         self._processes[name] = proc
@@ -661,6 +682,27 @@ class Lab:
             known = ", ".join(sorted(p.stem for p in log.parent.glob("*.log"))) or "none yet"
             raise UsageError(f"Lab {self.name} has no process called {name!r}.", f"Its processes: {known}.")
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+    def save_code(self, name: str, code: str | Callable[..., Any]) -> Path:
+        """Keep a learner's code where the lab's controllers can load it, and return its path.
+
+        ``code`` is a function defined in the notebook (its source is saved, as written) or source text.
+        It becomes ``<home>/code/<name>.py`` (mode 0600): pass that path to a declared controller,
+        ``lab.start("cache-controller", "--predicate", str(path))``, which loads it with
+        :func:`krmcourse.labcode.script_module`; an edited file makes ``start`` restart the controller.
+        """
+        if not catalog.NAME.match(name):
+            raise UsageError(f"Code name {name!r} is not lowercase words joined by hyphens.",
+                             "Use a short name such as 'predicate'.")
+        if callable(code):
+            try:
+                code = inspect.getsource(code)
+            except (OSError, TypeError) as err:
+                raise UsageError(f"Cannot read the source of {code!r}: {err}.",
+                                 "Define it with 'def' in a notebook cell or a file, not with exec.") from None
+        path = self.home / "code" / f"{name.replace('-', '_')}.py"
+        private_file(path, textwrap.dedent(code))
+        return path
 
     # ----------------------------------------------------------------- exercises
     def support(self, module: str) -> ModuleType:

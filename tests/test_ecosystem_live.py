@@ -40,7 +40,7 @@ def test_live_features_match_the_manifests_and_find_the_pairs() -> None:
         pd.testing.assert_frame_equal(left, right)
         pairs = set(eco.pair_key(eco.detect_pairs(eco.species(live))))
         assert pairs == {
-            "X/XClass eco.krmcourse.dev/Backup -> eco.krmcourse.dev/BackupClass",
+            "X/XClass eco.krmcourse.dev/VolumeBackup -> eco.krmcourse.dev/VolumeBackupClass",
             "X/XClaim claims.krmcourse.dev/Database -> claims.krmcourse.dev/DatabaseClaim",
             "X/ClusterX twins.krmcourse.dev/ImagePolicy -> twins.krmcourse.dev/ClusterImagePolicy",
         }

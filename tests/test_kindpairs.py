@@ -191,14 +191,14 @@ def test_kwok_stages_are_a_complete_set() -> None:
 
 def test_references_rules() -> None:
     refs = load("references", "references")
-    bucket = {"metadata": meta("assets", "web")}
+    store = {"metadata": meta("assets", "web")}
     sites = [
-        {"metadata": meta("blog", "web"), "spec": {"bucketRef": {"name": "assets"}}},
-        {"metadata": meta("old", "web", deletionTimestamp="x"), "spec": {"bucketRef": {"name": "assets"}}},
-        {"metadata": meta("elsewhere", "other"), "spec": {"bucketRef": {"name": "assets"}}},
+        {"metadata": meta("blog", "web"), "spec": {"assetStoreRef": {"name": "assets"}}},
+        {"metadata": meta("old", "web", deletionTimestamp="x"), "spec": {"assetStoreRef": {"name": "assets"}}},
+        {"metadata": meta("elsewhere", "other"), "spec": {"assetStoreRef": {"name": "assets"}}},
     ]
-    assert refs.users(bucket, sites) == ["blog"]  # a Website being deleted no longer holds the Bucket
-    assert refs.resolution(sites[0], [bucket])[1] == "BucketFound"
-    assert refs.resolution(sites[2], [bucket])[1] == "BucketNotFound"  # same name, other namespace
+    assert refs.users(store, sites) == ["blog"]  # a Website being deleted no longer holds the AssetStore
+    assert refs.resolution(sites[0], [store])[1] == "AssetStoreFound"
+    assert refs.resolution(sites[2], [store])[1] == "AssetStoreNotFound"  # same name, other namespace
     deleting = {"metadata": meta("assets", "web", deletionTimestamp="x")}
-    assert refs.resolution(sites[0], [deleting])[1] == "BucketDeleting"
+    assert refs.resolution(sites[0], [deleting])[1] == "AssetStoreDeleting"

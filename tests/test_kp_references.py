@@ -1,4 +1,4 @@
-"""KP5 on a real cluster: bucket protection holds while a Bucket is used, and converges after SIGKILL."""
+"""KP5 on a real cluster: asset-store protection holds while an AssetStore is used, and converges after SIGKILL."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ LAB_INSTANCE = "kp-test"
 pytestmark = pytest.mark.cluster
 reflab = lab_module("references", "reflab")
 
-BUCKETS = "buckets.refs.krmcourse.dev"
+STORES = "assetstores.refs.krmcourse.dev"
 
 
 def test_real_pvc_protection_is_added_at_admission(lab: Lab) -> None:
@@ -25,54 +25,54 @@ def test_real_pvc_protection_is_added_at_admission(lab: Lab) -> None:
 
 
 def test_protection_converges_after_sigkill(lab: Lab) -> None:
-    names = [f"b{i}" for i in range(20)]
+    names = [f"s{i}" for i in range(20)]
     lab.apply(
         [
             {
                 "apiVersion": "refs.krmcourse.dev/v1",
-                "kind": "Bucket",
+                "kind": "AssetStore",
                 "metadata": {"name": n, "namespace": "web"},
             }
             for n in names
         ]
     )
-    # Every even bucket is used by a Website; the odd ones are not.
+    # Every even asset store is used by a Website; the odd ones are not.
     lab.apply(
         [
             {
                 "apiVersion": "refs.krmcourse.dev/v1",
                 "kind": "Website",
                 "metadata": {"name": f"site-{n}", "namespace": "web"},
-                "spec": {"bucketRef": {"name": n}},
+                "spec": {"assetStoreRef": {"name": n}},
             }
             for n in names[::2]
         ]
     )
     ctl = lab.start("protector")
     try:
-        lab.kubectl("delete", BUCKETS, *names, "-n", "web", "--wait=false")
+        lab.kubectl("delete", STORES, *names, "-n", "web", "--wait=false")
         ctl.kill_after_log("protection removed", timeout=30)
         ctl.restart()
         lab.wait_until(
-            lambda: all(not reflab.meta(lab, BUCKETS, n, "web") for n in names[1::2]),
+            lambda: all(not reflab.meta(lab, STORES, n, "web") for n in names[1::2]),
             timeout=60,
-            message="unused buckets were not released after the restart",
+            message="unused asset stores were not released after the restart",
         )
         for n in names[::2]:
-            held = reflab.meta(lab, BUCKETS, n, "web")
+            held = reflab.meta(lab, STORES, n, "web")
             assert (
-                held.get("deletionTimestamp") and "refs.krmcourse.dev/bucket-protection" in held["finalizers"]
+                held.get("deletionTimestamp") and "refs.krmcourse.dev/assetstore-protection" in held["finalizers"]
             )
         lab.wait_until(
-            lambda: reflab.resolved(lab, "site-b0").get("reason") == "BucketDeleting",
+            lambda: reflab.resolved(lab, "site-s0").get("reason") == "AssetStoreDeleting",
             timeout=30,
-            message="site-b0 was not told its bucket is being deleted",
+            message="site-s0 was not told its asset store is being deleted",
         )
         lab.kubectl("delete", "websites.refs.krmcourse.dev", *[f"site-{n}" for n in names[::2]], "-n", "web")
         lab.wait_until(
-            lambda: all(not reflab.meta(lab, BUCKETS, n, "web") for n in names),
+            lambda: all(not reflab.meta(lab, STORES, n, "web") for n in names),
             timeout=60,
-            message="buckets stayed after their Websites were gone",
+            message="asset stores stayed after their Websites were gone",
         )
     finally:
         ctl.stop()

@@ -7,6 +7,7 @@ that follows, a separate command, must still find them running.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,32 @@ def test_a_declared_controller_is_started_adopted_and_stopped_by_name() -> None:
         assert not lab.stop("governor")
     finally:
         lab.down()
+
+
+def _wants(old: int, new: int) -> bool:
+    return old != new
+
+
+def test_a_learners_code_is_saved_private_and_an_edit_restarts_its_controller(tmp_path: Path) -> None:
+    """lab.save_code keeps a notebook function where a controller loads it; editing it is a new start."""
+    lab = Lab("sandbox", instance="savecode")
+    script = tmp_path / "loader.py"
+    script.write_text("import sys, time\nfrom krmcourse.labcode import script_module\n"
+                      "print('loaded', script_module(sys.argv[1])._wants(1, 2), flush=True)\ntime.sleep(600)\n")
+    try:
+        saved = lab.save_code("predicate", _wants)
+        assert saved.read_text().startswith("def _wants(old: int, new: int) -> bool:")
+        assert saved.stat().st_mode & 0o777 == 0o600
+        first = lab.run_controller(script, str(saved), name="loader")
+        first.wait_for_log("loaded True")
+        again = Lab("sandbox", instance="savecode")  # as another kernel, or `krmcourse solve`, would
+        assert again.run_controller(script, str(saved), name="loader").adopted  # same code: the same process
+        lab.save_code("predicate", "def _wants(old, new):\n    return False\n")
+        second = Lab("sandbox", instance="savecode").run_controller(script, str(saved), name="loader")
+        assert not second.adopted and _gone(first.pid)
+        second.wait_for_log("loaded False")
+        with pytest.raises(UsageError, match="Cannot read the source"):
+            lab.save_code("predicate", print)
+    finally:
+        lab.stop("loader")
+        shutil.rmtree(lab.home, ignore_errors=True)

@@ -2,7 +2,7 @@
 
 The raw client speaks to the API server with only a kubeconfig; one YAML file creates the same object
 through kubectl and through a raw POST; etcd holds custom resources as JSON at their resourceVersion;
-watches stop without leaking a thread; a denied request is audited; and the Cache CRD helpers make
+watches stop without leaking a thread; a denied request is audited; and the MemoryStore CRD helpers make
 the API server refuse bad objects, scale, and migrate its storage version for real.
 """
 
@@ -29,7 +29,7 @@ PLANTS = "plants.garden.krmcourse.dev"
 
 wire = lab_module("resource-model", "krm_wire")
 inspect_ = lab_module("resource-model", "krm_inspect")
-cache_crd = lab_module("custom-resources", "cache_crd")
+memorystore_crd = lab_module("custom-resources", "memorystore_crd")
 
 
 # ---------------------------------------------------------------- no cluster needed
@@ -233,26 +233,26 @@ class TestCustomResources:
         ({"engine": "redis", "sizeGi": 1, "colour": "red"}, 'unknown field "spec.colour"'),
         ({"sizeGi": 1}, "spec.engine: Required value"),
     ])
-    def test_the_schema_refuses_bad_caches(self, lab: Lab, spec: dict, message: str) -> None:
-        verdict = cache_crd.try_create(lab, cache_crd.cache("probe", **spec))
+    def test_the_schema_refuses_bad_stores(self, lab: Lab, spec: dict, message: str) -> None:
+        verdict = memorystore_crd.try_create(lab, memorystore_crd.memory_store("probe", **spec))
         assert not verdict.allowed and message in verdict.message, verdict
 
     def test_defaults_are_filled_in_and_nothing_is_stored_by_a_dry_run(self, lab: Lab) -> None:
-        verdict = cache_crd.try_create(lab, cache_crd.cache("probe", engine="redis", sizeGi=1))
+        verdict = memorystore_crd.try_create(lab, memorystore_crd.memory_store("probe", engine="redis", sizeGi=1))
         assert verdict.allowed
         assert verdict.object["spec"] == {"engine": "redis", "sizeGi": 1, "replicas": 1, "evictionPolicy": "lru"}
-        assert lab.get("caches.store.krmcourse.dev", "probe", "store") is None
+        assert lab.get("memorystores.store.krmcourse.dev", "probe", "store") is None
 
     def test_scale_subresource_drives_spec_replicas(self, lab: Lab) -> None:
-        cache_crd.enable_scale(lab)
-        lab.kubectl("scale", "caches.store.krmcourse.dev/sessions", "-n", "store", "--replicas=4")
-        assert lab.get("caches.store.krmcourse.dev", "sessions", "store")["spec"]["replicas"] == 4
+        memorystore_crd.enable_scale(lab)
+        lab.kubectl("scale", "memorystores.store.krmcourse.dev/sessions", "-n", "store", "--replicas=4")
+        assert lab.get("memorystores.store.krmcourse.dev", "sessions", "store")["spec"]["replicas"] == 4
 
     def test_a_storage_migration_leaves_only_the_new_version_stored(self, lab: Lab) -> None:
-        cache_crd.add_storage_version(lab, new="v2", old="v1")
-        assert cache_crd.crd(lab)["status"]["storedVersions"] == ["v1", "v2"]
-        assert sorted(cache_crd.migrate_storage(lab, to="v2")) == ["store/primary", "store/sessions"]
-        assert cache_crd.crd(lab)["status"]["storedVersions"] == ["v2"]
-        old = cache_crd.run_kubectl(lab, "get", "caches.v1.store.krmcourse.dev", "primary", "-n", "store",
+        memorystore_crd.add_storage_version(lab, new="v2", old="v1")
+        assert memorystore_crd.crd(lab)["status"]["storedVersions"] == ["v1", "v2"]
+        assert sorted(memorystore_crd.migrate_storage(lab, to="v2")) == ["store/primary", "store/sessions"]
+        assert memorystore_crd.crd(lab)["status"]["storedVersions"] == ["v2"]
+        old = memorystore_crd.run_kubectl(lab, "get", "memorystores.v1.store.krmcourse.dev", "primary", "-n", "store",
                                     "-o", "json")
         assert old.allowed and old.object["apiVersion"] == "store.krmcourse.dev/v1" and "deprecated" in old.message

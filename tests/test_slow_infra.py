@@ -1,8 +1,8 @@
 """The slow-infrastructure lab: the work queue, the metal service, and a controller that survives SIGKILL.
 
-The work queue and the metal service are tested on their own. The cluster test runs the prompt
-controller as its ServiceAccount, kills it twice in the middle of the work (while a host is inspecting,
-and while its Job runs), and checks that every Server still ends Provisioned with exactly one Job,
+The work queue and the metal service are tested on their own. The cluster test runs the
+controller with the prompt step, as its ServiceAccount, kills it twice in the middle of the work (while a host
+is inspecting, and while its Job runs), and checks that every Server still ends Provisioned with exactly one Job,
 one host in the metal service, and status written by the controller alone.
 """
 
@@ -102,7 +102,9 @@ def _state(lab: Lab, name: str) -> str | None:
 @pytest.mark.cluster
 def test_controller_converges_after_sigkill_mid_work(lab: Lab) -> None:
     metal = si.start_metal_service(lab, seconds_per_minute=0.2, inspect_minutes=10)
-    controller = si.start_controller(lab, metal, blocking=False, requeue_after=3, work_seconds=3)
+    # The fixture's up(at=...) applied return-promptly's solution, which saved the prompt step here.
+    step = lab.home / "code" / "inspect_step.py"
+    controller = si.start_controller(lab, metal, step, callbacks=True, work_seconds=3)
     try:
         si.create_servers(lab, ["k1", "k2"])
         # Kill 1: while k1's inspection runs; it ends, and its callback fails, while nobody listens.

@@ -6,18 +6,8 @@ from krmcourse import Lab
 
 
 def can_i(lab: Lab, serviceaccount: str, namespace: str, verb: str, resource: str, where: str | None) -> bool:
-    """Ask the API server (SubjectAccessReview via kubectl auth can-i) what an identity may do."""
-    scope = ["-n", where] if where else []
-    answer = lab.kubectl(
-        "auth",
-        "can-i",
-        verb,
-        resource,
-        *scope,
-        f"--as=system:serviceaccount:{namespace}:{serviceaccount}",
-        check=False,
-    )
-    return answer.strip() == "yes"
+    """Ask the API server (a SubjectAccessReview, through lab.can_i) what an identity may do."""
+    return lab.can_i(f"{namespace}/{serviceaccount}", verb, resource, where)
 
 
 def twin_pairs(lab: Lab) -> list[tuple[str, str, str]]:

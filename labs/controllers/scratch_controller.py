@@ -1,6 +1,8 @@
-"""The Greeting controller written from scratch with kr8s: run it with `lab.run_controller(...)`.
+"""The Greeting controller written from scratch with kr8s: the lab's `greeter-scratch` (lab.start).
 
 It reads KUBECONFIG from the environment, which the lab sets to the lab's own cluster.
+--watch-loop names a file with one async function (a learner's, saved by lab.save_code) that
+takes over each informer's watching after its first list: see greeter/informer.py.
 Signals: SIGTERM stops it cleanly; SIGUSR1 cuts its watches and keeps them closed for --outage
 seconds, as a network partition would, so that the re-list afterwards can be seen in the log.
 """
@@ -13,9 +15,11 @@ import logging
 import signal
 import sys
 import warnings
+from pathlib import Path
 
 import kr8s.asyncio
 from greeter.controller import Controller
+from greeter.saved import the_function
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -36,6 +40,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=0.0,
         help="extra seconds per reconcile, to make 'killed mid-work' easy to hit",
     )
+    parser.add_argument("--watch-loop", type=Path, default=None,
+                        help="a file with one async function (informer, resource_version) that does the watching")
     args = parser.parse_args(argv)
     if args.workers < 1 or args.watch_timeout < 1 or args.outage < 0 or args.work_delay < 0:
         parser.error("--workers and --watch-timeout must be at least 1; --outage and --work-delay >= 0")
@@ -54,6 +60,7 @@ async def main(argv: list[str]) -> None:
         workers=args.workers,
         watch_timeout=args.watch_timeout,
         work_delay=args.work_delay,
+        watch_loop=the_function(args.watch_loop) if args.watch_loop else None,
     )
 
     def drop_watches() -> None:

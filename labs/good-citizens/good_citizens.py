@@ -269,7 +269,7 @@ def compare_resync(
     return Comparison(f"Resync versus RequeueAfter over {window:.0f} s", apiload.table(rows), loads)
 
 
-def probe(rest: RestClient, name: str, i: int) -> None:
+def probe(rest: RestClient, name: str, i: int | str, manager: str = "prober") -> None:
     """Another actor writes its own status field with server-side apply (no generation change)."""
     body = {
         "apiVersion": f"{GROUP}/v1",
@@ -282,7 +282,7 @@ def probe(rest: RestClient, name: str, i: int) -> None:
         f"{WIDGETS}/{name}/status",
         body,
         content_type=SSA,
-        params={"fieldManager": "prober", "force": "true"},
+        params={"fieldManager": manager, "force": "true"},
     )
 
 
@@ -329,6 +329,56 @@ def compare_predicates(
             "requests": load.requests(),
         }
     return Comparison("Predicates: which events reach the queue", apiload.table(rows), loads)
+
+
+# --------------------------------------------------------------------------- the lab's own controller
+CONTROLLER = "widget-controller"  # declared in lab.yaml; by default it reconciles the storm widgets
+STORM_RUN = "storm"
+STORM_WIDGETS = [f"{STORM_RUN}-{i}" for i in range(3)]
+
+
+def controller_url(lab: Any, name: str = CONTROLLER) -> str | None:
+    """The metrics URL of the lab's running controller (the last one it printed), or None when it is not running."""
+    if name not in lab.running():
+        return None
+    found = apiload.METRICS_LINE.findall(lab.logs(name, lines=1_000_000))
+    return found[-1] if found else None
+
+
+def woken(metrics: apiload.Metrics) -> float:
+    """Updates the controller has dealt with: each is either dropped by its predicate or reconciled."""
+    return metrics.total("controller_events_filtered_total", resource="widgets") + metrics.total(
+        "controller_reconciles_total"
+    )
+
+
+def status_storm(lab: Any, rest: RestClient, url: str, writes: int = 24) -> dict[str, int]:
+    """A storm of status-only writes to the storm widgets, by a writer of its own, one at a time.
+
+    Each write waits until the controller has dealt with it (dropped it, or reconciled), so its work
+    queue never merges two of them, on a slow machine or a fast one. Returns what the controller's
+    own metrics say happened during the storm.
+    """
+    before = apiload.scrape(url)
+    base, nonce = woken(before), os.urandom(2).hex()
+    for i in range(writes):
+        probe(rest, STORM_WIDGETS[i % len(STORM_WIDGETS)], f"storm-{nonce}-{i}", manager="storm")
+        lab.wait_until(lambda i=i: woken(apiload.scrape(url)) >= base + i + 1, timeout=20,
+                       message=f"the controller did not take in status write {i + 1} of the storm")
+    after = apiload.scrape(url) - before
+    return {
+        "status writes": writes,
+        "reconciles": _own(after, "controller_reconciles_total"),
+        "dropped by predicate": _own(after, "controller_events_filtered_total", resource="widgets"),
+        "predicate errors": _own(after, "widget_predicate_errors_total"),
+    }
+
+
+def bump_spec(rest: RestClient, name: str = STORM_WIDGETS[0]) -> int:
+    """A spec change (a new size) to one storm widget; returns its new generation."""
+    size = rest.ok("GET", f"{WIDGETS}/{name}")["spec"]["size"]
+    changed = rest.ok("PATCH", f"{WIDGETS}/{name}", {"spec": {"size": size + 1}}, content_type=MERGE)
+    return int(changed["metadata"]["generation"])
 
 
 # --------------------------------------------------------------------------- small demonstrations

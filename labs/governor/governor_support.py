@@ -128,8 +128,4 @@ def metrics_api_served(lab: Lab) -> bool:
 
 def can_i(lab: Lab, verb: str, resource: str, subresource: str = "") -> bool:
     """Ask the API server's authorizer whether the governor's ServiceAccount may do something."""
-    args = ["auth", "can-i", verb, resource, "-n", NAMESPACE]
-    args.append(f"--as=system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}")
-    if subresource:
-        args.append(f"--subresource={subresource}")
-    return lab.kubectl(*args, check=False).strip() == "yes"
+    return lab.can_i(f"{NAMESPACE}/{SERVICE_ACCOUNT}", verb, resource, NAMESPACE, subresource)

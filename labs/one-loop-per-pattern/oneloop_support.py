@@ -57,6 +57,21 @@ class Operator:
 
 _RUNNING: dict[tuple[str, str, str], Operator] = {}
 
+#: What each loop does to the API in its namespace: (verb, resource, subresource).
+LOOP_REQUESTS = {
+    "governor": [("list", "queueworkers.ops.krmcourse.dev", ""), ("patch", "queueworkers.ops.krmcourse.dev", "status"),
+                 ("get", "configmaps", ""), ("get", "deployments", "scale"), ("patch", "deployments", "scale")],
+    "composite": [("create", "deployments", ""), ("patch", "deployments", "")],
+}
+
+
+def permissions(lab: Lab, accounts: list[str], namespace: str = "separate") -> list[dict[str, object]]:
+    """Each loop's requests, and whether each account (``ops/governor-loop``) may make them in
+    ``namespace``: the API server's own answers (SubjectAccessReviews)."""
+    return [{"loop": loop, "request": f"{verb} {resource.split('.')[0]}{'/' + sub if sub else ''}",
+             **{who: lab.can_i(who, verb, resource, namespace, sub) for who in accounts}}
+            for loop, asks in LOOP_REQUESTS.items() for verb, resource, sub in asks]
+
 
 def start(lab: Lab, mode: str, namespace: str, period: float = 1.0) -> Operator:
     """Run the operator in ``mode`` (separate or tangled) for ``namespace``, as queue-operator."""

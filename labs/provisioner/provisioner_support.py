@@ -160,6 +160,4 @@ def reconcile_timings(proc: ManagedProcess, since: int = 0) -> Timing:
 
 def can_i(lab: Lab, verb: str, resource: str, namespace: str = TEAM) -> bool:
     """Ask the API server whether the provisioner's ServiceAccount may do this (real RBAC, not a guess)."""
-    who = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
-    out = lab.kubectl("auth", "can-i", verb, resource, "-n", namespace, "--as", who, check=False)
-    return out.strip() == "yes"
+    return lab.can_i(f"{NAMESPACE}/{SERVICE_ACCOUNT}", verb, resource, namespace)

@@ -22,8 +22,8 @@ def protection(lab: Lab, kind: str, name: str, namespace: str | None = None) -> 
 
 
 def resolved(lab: Lab, website: str, namespace: str = "web") -> dict[str, Any]:
-    """The Website's BucketResolved condition ({} before the controller has judged it)."""
+    """The Website's AssetStoreResolved condition ({} before the controller has judged it)."""
     body = lab.get("websites.refs.krmcourse.dev", website, namespace=namespace) or {}
     return next(
-        (c for c in body.get("status", {}).get("conditions", []) if c["type"] == "BucketResolved"), {}
+        (c for c in body.get("status", {}).get("conditions", []) if c["type"] == "AssetStoreResolved"), {}
     )

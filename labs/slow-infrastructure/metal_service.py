@@ -9,7 +9,7 @@ The API (JSON over HTTP on 127.0.0.1)::
 
     GET  /healthz
     POST /hosts                {"id"}                 -> 201 (new) | 200 (already registered)
-    GET  /hosts/ID                                    -> host | 404
+    GET  /hosts/ID                                    -> host | 404 (with its inspection's start and end)
     POST /hosts/ID/inspect     {"callback"?: url}     -> 202; state "inspecting", later "inspected"
     GET  /stats                                       -> request and callback counts
 
@@ -56,6 +56,7 @@ class Metal:
             if host["state"] == "registered":
                 host["state"] = "inspecting"
                 host["etaMinutes"] = self.inspect_minutes
+                host["inspectionStarted"] = time.time()
                 delay = self.inspect_minutes * self.seconds_per_minute
                 timer = threading.Timer(delay, self._finish_inspection, (host_id, callback))
                 timer.daemon = True
@@ -67,7 +68,12 @@ class Metal:
         with self.lock:
             host = self.hosts[host_id]
             host["state"] = "inspected"
-            host["hardware"] = {"cpus": 16 << (digest[0] % 3), "memoryGiB": 64 << (digest[1] % 3)}
+            host["inspectionFinished"] = time.time()
+            host["hardware"] = {
+                "cpus": 16 << (digest[0] % 3),
+                "memoryGiB": 64 << (digest[1] % 3),
+                "serial": digest[2:7].hex().upper(),
+            }
         print(f"inspected {host_id}", flush=True)
         if callback:
             try:

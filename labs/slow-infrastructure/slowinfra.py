@@ -1,8 +1,9 @@
-"""Plumbing for the slow-infrastructure notebook: start the metal service and the controller, create
-Servers, and turn what the controller recorded in their status into measurements.
+"""Plumbing for the slow-infrastructure notebook and its exercises: start the metal service and the
+controller, create Servers, and turn what was recorded into measurements.
 
-Times come from the controller's own `status.operationHistory` (milliseconds, same host clock as this
-process), so measuring needs no polling loop racing the controller.
+Times come from records the work left behind: the controller's `status.operationHistory` and the metal
+service's own start and end of each inspection (same host clock as this process), so measuring needs no
+polling loop racing the controller.
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ from typing import Any
 import httpx
 
 from krmcourse import Lab, ManagedProcess
+from krmcourse.apiload import METRICS_LINE, Metrics, scrape
 
 HERE = Path(__file__).parent
 NAMESPACE = "dc1"
 TERMINAL = ("Provisioned", "Error")
 CONTROLLER_SA = ("server-controller", "krm-system")
+CONTROLLER = "server-controller"
+#: The name under which lab.save_code keeps the controller's Registering/Inspecting step.
+STEP = "inspect-step"
 
 
 def free_port() -> int:
@@ -38,7 +43,7 @@ def free_port() -> int:
 class MetalService:
     """The running metal service: the process and its URL."""
 
-    process: ManagedProcess
+    process: ManagedProcess | None  # None when found running (see running_metal_service)
     url: str
 
     def stats(self) -> dict[str, Any]:
@@ -52,8 +57,18 @@ class MetalService:
 def start_metal_service(
     lab: Lab, seconds_per_minute: float = 0.2, inspect_minutes: float = 15
 ) -> MetalService:
-    """Start the external system. It gets no kubeconfig at all: it cannot reach the API if it tried."""
-    port = free_port()
+    """Start the external system, or adopt the lab's running one when it runs with these settings.
+
+    It keeps its port while the lab runs it, so a notebook, a solution and a check all find the same
+    service. It gets no kubeconfig at all: it cannot reach the API if it tried.
+    """
+    remembered = lab.home / "metal-service.port"
+    remembered.parent.mkdir(parents=True, exist_ok=True)
+    if "metal-service" in lab.running() and remembered.is_file():
+        port = int(remembered.read_text())
+    else:
+        port = free_port()
+        remembered.write_text(str(port))
     process = lab.run_controller(
         HERE / "metal_service.py",
         "--port",
@@ -65,8 +80,24 @@ def start_metal_service(
         name="metal-service",
         kubeconfig=Path(os.devnull),
     )
-    process.wait_for_log("listening", timeout=30)
+    lab.wait_until(lambda: _healthy(f"http://127.0.0.1:{port}"), timeout=30, interval=0.1,
+                   message="the metal service did not answer")
     return MetalService(process, f"http://127.0.0.1:{port}")
+
+
+def running_metal_service(lab: Lab) -> MetalService | None:
+    """The lab's metal service as it runs now, whatever its settings, or None."""
+    remembered = lab.home / "metal-service.port"
+    if "metal-service" not in lab.running() or not remembered.is_file():
+        return None
+    return MetalService(None, f"http://127.0.0.1:{int(remembered.read_text())}")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def inspect_directly(metal: MetalService, host_id: str) -> float:
@@ -82,27 +113,24 @@ def inspect_directly(metal: MetalService, host_id: str) -> float:
 def start_controller(
     lab: Lab,
     metal: MetalService,
-    blocking: bool,
-    callback_port: int | None = None,
-    requeue_after: float = 10.0,
+    step: Path,
+    callbacks: bool = False,
     work_seconds: float = 2.0,
 ) -> ManagedProcess:
-    """Run the Server controller under its own least-privilege ServiceAccount."""
-    args = [
-        "--metal",
-        metal.url,
-        "--namespace",
-        NAMESPACE,
-        "--requeue-after",
-        str(requeue_after),
-        "--work-seconds",
-        str(work_seconds),
-    ]
-    if blocking:
-        args.append("--blocking")
-    else:
-        args += ["--callback-port", str(callback_port or free_port())]
-    return lab.start("server-controller", *args)
+    """Run the Server controller, under its own least-privilege ServiceAccount, with the step in ``step``
+    (a file written by ``lab.save_code``). With ``callbacks``, the metal service calls it back."""
+    args = ["--metal", metal.url, "--namespace", NAMESPACE, "--step", str(step), "--work-seconds", str(work_seconds)]
+    if callbacks:
+        args += ["--callback-port", str(free_port())]
+    return lab.start(CONTROLLER, *args)
+
+
+def controller_metrics(lab: Lab) -> Metrics:
+    """The running controller's own counters, from the metrics URL it printed when it started."""
+    found = METRICS_LINE.findall(lab.logs(CONTROLLER, lines=10**6))
+    if CONTROLLER not in lab.running() or not found:
+        raise LookupError("the server controller is not running")
+    return scrape(found[-1])
 
 
 def create_servers(lab: Lab, names: list[str]) -> float:
@@ -148,24 +176,34 @@ def _epoch(stamp: str | None) -> float | None:
     return datetime.datetime.fromisoformat(stamp).timestamp() if stamp else None
 
 
-def timings(found: dict[str, dict[str, Any]], sent: float) -> list[dict[str, Any]]:
-    """Per Server: seconds from the create request to the controller's first touch, and to the end."""
+def timings(found: dict[str, dict[str, Any]], sent: float, metal: MetalService) -> list[dict[str, Any]]:
+    """Per Server: seconds from the create request to the start and end of its inspection (the metal
+    service's own record), and to the end of its provisioning (the controller's)."""
     rows = []
     for name, obj in sorted(found.items()):
-        history = obj.get("status", {}).get("operationHistory", {})
-        first = _epoch(history.get("register", {}).get("start"))
+        status = obj.get("status", {})
+        history = status.get("operationHistory", {})
+        host = metal.host(f"{NAMESPACE}.{name}") or {}
         end = _epoch(history.get("provision", {}).get("end"))
+        began, ended = host.get("inspectionStarted"), host.get("inspectionFinished")
         rows.append(
             {
                 "server": name,
-                "state": obj.get("status", {}).get("state"),
-                "first status after s": round(first - sent, 2) if first else None,
-                "inspect s": _span(history.get("inspect")),
-                "provision (Job) s": _span(history.get("provision")),
+                "state": status.get("state"),
+                "states seen": " → ".join(s for s, op in (("Registering", "register"), ("Inspecting", "inspect"),
+                                                           ("Provisioning", "provision")) if op in history),
+                "inspection began after s": round(began - sent, 2) if began else None,
+                "inspection ended after s": round(ended - sent, 2) if ended else None,
                 "finished after s": round(end - sent, 2) if end else None,
             }
         )
     return rows
+
+
+def overlapped(rows: list[dict[str, Any]]) -> bool:
+    """Whether some inspection began before another had ended: the controller did not wait for each."""
+    spans = sorted((r["inspection began after s"], r["inspection ended after s"]) for r in rows)
+    return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
 
 
 def _span(times: dict[str, str] | None) -> float | None:
@@ -214,14 +252,16 @@ def status_writers(lab: Lab) -> Counter[str]:
 
 
 def plot_comparison(blocking: list[dict[str, Any]], prompt: list[dict[str, Any]]):  # noqa: ANN201 - a Figure
-    """Side-by-side bars: when each Server got its first status, and when it was finished."""
+    """Side by side: when each host was being inspected (bars), and when each Server was finished (dots)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3), sharey=True)
-    for ax, rows, title in ((axes[0], blocking, "blocking reconcile"), (axes[1], prompt, "prompt reconcile")):
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3), sharex=True)
+    for ax, rows, title in ((axes[0], blocking, "blocking step"), (axes[1], prompt, "prompt step")):
         labels = [r["server"] for r in rows]
-        ax.barh(labels, [r["finished after s"] or 0 for r in rows], color="tab:green", label="finished")
-        ax.barh(labels, [r["first status after s"] or 0 for r in rows], color="tab:red", label="first status")
+        began = [r["inspection began after s"] or 0 for r in rows]
+        lasted = [(r["inspection ended after s"] or 0) - b for r, b in zip(rows, began, strict=True)]
+        ax.barh(labels, lasted, left=began, color="tab:orange", label="host inspecting")
+        ax.plot([r["finished after s"] or 0 for r in rows], labels, "o", color="tab:green", label="Provisioned")
         ax.set_title(title)
         ax.set_xlabel("seconds after the Servers were created")
         ax.grid(axis="x", alpha=0.3)

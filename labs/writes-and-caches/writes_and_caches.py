@@ -7,6 +7,8 @@ responses it sends (status codes, managedFields), the controller's own metrics a
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import os
 import time
 import warnings
@@ -16,6 +18,7 @@ from typing import Any
 
 from krmcourse import apiload
 from krmcourse.apiload import MERGE, SSA, Comparison, RestClient, message  # noqa: F401 - used by the notebook
+from krmcourse.errors import KrmcourseError
 
 warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
 
@@ -214,3 +217,84 @@ def apply_port(rest: RestClient, manager: str, name: str, port: int, dry_run: bo
 
 def get_shared(rest: RestClient) -> dict:
     return rest.ok("GET", SHARED)
+
+
+# --------------------------------------------------------------------------- G6: the checksum controller
+CHECKSUMMER = "checksummer"  # declared in lab.yaml: controllers/checksums.py
+CHECKSUMS = f"/api/v1/namespaces/{VAULT}/configmaps/secret-checksums"
+ROTATED = "credentials-rotated"  # a labelled Secret whose data the exercise's check changes
+_LIST_BYTES: dict[int, int] = {}  # what the API server sent each checksummer (by pid) for its first list
+
+
+def checksum(data: dict[str, str]) -> str:
+    """The checksum the checksum controller records for a Secret's data."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def checksum_key(secret: dict) -> str:
+    """The ConfigMap key under which the checksum controller records a Secret's checksum."""
+    return f"{secret['metadata'].get('namespace')}.{secret['metadata']['name']}"
+
+
+def start_checksummer(lab: Any, code: Path | None = None) -> dict[str, float]:
+    """(Re)start the checksum controller, with the cache_options() saved in ``code`` when given, and
+    return what its cache costs. The API server's LIST bytes are measured around the start."""
+    lab.stop(CHECKSUMMER)  # a fresh start, so that its first list is measured
+    with apiload.measure(lab, "secrets") as load:
+        proc = lab.start(CHECKSUMMER, *(["--cache-code", str(code)] if code else []))
+    _LIST_BYTES[int(proc.pid)] = load.response_bytes(verb="LIST")
+    return checksummer_costs(lab)
+
+
+def checksummer_metrics(lab: Any) -> tuple[int, apiload.Metrics]:
+    """The running checksum controller's pid and its own metrics; KrmcourseError when it does not run."""
+    pid = lab.running().get(CHECKSUMMER)
+    urls = apiload.METRICS_LINE.findall(lab.logs(CHECKSUMMER, lines=10**6)) if pid else []
+    if not urls:
+        raise KrmcourseError("The checksum controller is not running.", "Start it with wc.start_checksummer(lab).")
+    return pid, apiload.scrape(urls[-1])  # its log grows with every start: the last address is this one's
+
+
+def checksummer_costs(lab: Any) -> dict[str, float]:
+    """What the running checksum controller's cache holds, and its memory (the kernel's count)."""
+    pid, own = checksummer_metrics(lab)
+    return {
+        "objects cached": _own(own, "controller_cache_objects"),
+        "cache MiB": apiload.mib(own.total("controller_cache_bytes")),
+        "LIST MiB sent (gzip)": apiload.mib(_LIST_BYTES.get(pid, float("nan"))),
+        "memory MiB": round(apiload.rss_mib([pid]), 1),
+    }
+
+
+def recorded_checksums(rest: RestClient) -> dict[str, str]:
+    """The checksums in ConfigMap vault/secret-checksums, by ``<namespace>.<name>``."""
+    answer = rest.call("GET", CHECKSUMS)
+    return dict(answer.json().get("data") or {}) if answer.status_code == 200 else {}
+
+
+def labelled_secrets(rest: RestClient) -> list[dict]:
+    """Every Secret of the cluster that the checksum controller must checksum (read live, whole)."""
+    found = rest.ok("GET", "/api/v1/secrets", params={"labelSelector": f"{SECRET_LABEL}=true"})
+    return list(found.get("items") or [])
+
+
+def unlabelled_count(rest: RestClient) -> int:
+    """How many of make_secrets' Secrets without the label are in the vault namespace."""
+    listed = rest.ok("GET", f"/api/v1/namespaces/{VAULT}/secrets", accept=METADATA_LIST,
+                     params={"labelSelector": f"!{SECRET_LABEL}"}).get("items") or []
+    return sum(1 for s in listed if s["metadata"]["name"].startswith("credentials-"))
+
+
+def rotate(rest: RestClient) -> str:
+    """Give the labelled Secret credentials-rotated new data (creating it), and return its checksum."""
+    data = {"password": base64.b64encode(os.urandom(24)).decode()}
+    body = {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": ROTATED, "namespace": VAULT, "labels": {SECRET_LABEL: "true"}}, "data": data}
+    rest.ok("PATCH", f"/api/v1/namespaces/{VAULT}/secrets/{ROTATED}", body, content_type=apiload.SSA,
+            params={"fieldManager": "rotation", "force": "true"})
+    return checksum(data)
+
+
+def compare_checksummers(**rows: dict[str, float]) -> Comparison:
+    """The checksum controller's costs side by side, one row per cache (``everything=before, ...``)."""
+    return Comparison("What the checksum controller's cache costs", apiload.table(rows))

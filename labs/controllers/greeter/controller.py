@@ -13,7 +13,7 @@ import signal
 import kr8s
 from kr8s.asyncio import Api
 
-from .informer import Informer, Resource
+from .informer import Informer, Resource, WatchLoop
 from .model import API_VERSION, KIND, OWNER_LABEL, PLURAL, Key, Obj, key_of
 from .reconcile import reconcile
 from .workqueue import WorkQueue
@@ -38,8 +38,10 @@ class Controller:
         workers: int = 2,
         watch_timeout: int = 300,
         work_delay: float = 0.0,
+        watch_loop: WatchLoop | None = None,
     ) -> None:
         self.api = api
+        self.watch_loop = watch_loop
         self.log = log
         self.workers = workers
         self.work_delay = work_delay
@@ -97,7 +99,10 @@ class Controller:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        tasks = [asyncio.create_task(self.greetings.run()), asyncio.create_task(self.configmaps.run())]
+        tasks = [
+            asyncio.create_task(self.greetings.run(self.watch_loop)),
+            asyncio.create_task(self.configmaps.run(self.watch_loop)),
+        ]
         await self.greetings.synced.wait()
         await self.configmaps.synced.wait()
         self.log.info(

@@ -1,10 +1,10 @@
-"""Exercise: once a Cache exists, its engine may not change; everything else still may.
+"""Exercise: once a MemoryStore exists, its engine may not change; everything else still may.
 
 This needs a transition rule, a CEL rule that compares ``self`` with ``oldSelf``. The check sends
-dry-run patches to the existing Cache ``sessions``: switching its engine must be refused, resizing it
-must be accepted, and creating a new Cache of either engine must still work (transition rules do not
+dry-run patches to the existing MemoryStore ``sessions``: switching its engine must be refused, resizing it
+must be accepted, and creating a new MemoryStore of either engine must still work (transition rules do not
 apply to creates). A rule that compares the whole spec with ``oldSelf`` freezes the size too, and a rule
-on the engine without ``oldSelf`` judges the value instead of the change, so a new Cache is refused.
+on the engine without ``oldSelf`` judges the value instead of the change, so a new MemoryStore is refused.
 """
 
 from __future__ import annotations
@@ -14,37 +14,37 @@ from typing import Any
 
 from krmcourse import CheckFailed, Lab
 
-RULE = {"rule": "self == oldSelf", "message": "engine is immutable; create a new Cache instead"}
+RULE = {"rule": "self == oldSelf", "message": "engine is immutable; create a new MemoryStore instead"}
 
 
 def check(lab: Lab) -> None:
-    c = lab.support("cache_crd")
-    if lab.get("caches.store.krmcourse.dev", "sessions", namespace=c.NAMESPACE) is None:
+    c = lab.support("memorystore_crd")
+    if lab.get("memorystores.store.krmcourse.dev", "sessions", namespace=c.NAMESPACE) is None:
         raise CheckFailed(
-            "The Cache sessions is missing from the store namespace; reset the lab to get it back."
+            "The MemoryStore sessions is missing from the store namespace; reset the lab to get it back."
         )
     switch = c.try_patch(lab, "sessions", {"spec": {"engine": "redis"}})
     if switch.allowed:
         raise CheckFailed(
-            "Changing the engine of the existing Cache sessions (memcached) to redis is accepted."
+            "Changing the engine of the existing MemoryStore sessions (memcached) to redis is accepted."
         )
     resize = c.try_patch(lab, "sessions", {"spec": {"sizeGi": 2}})
     if not resize.allowed:
         raise CheckFailed(
-            f"Resizing the Cache sessions is refused as well, but only the engine should be "
+            f"Resizing the MemoryStore sessions is refused as well, but only the engine should be "
             f"frozen: {resize.message}"
         )
     for engine in ("redis", "memcached"):
-        fresh = c.try_create(lab, c.cache("engine-probe", engine=engine, sizeGi=1))
+        fresh = c.try_create(lab, c.memory_store("engine-probe", engine=engine, sizeGi=1))
         if not fresh.allowed:
             raise CheckFailed(
-                f"Creating a new {engine} Cache is refused: {fresh.message}. A new Cache has no old engine to "
-                "keep, so a rule about changing it should not judge creates."
+                f"Creating a new {engine} MemoryStore is refused: {fresh.message}. A new MemoryStore has no old "
+                "engine to keep, so a rule about changing it should not judge creates."
             )
 
 
 def solve(lab: Lab) -> None:
-    c = lab.support("cache_crd")
+    c = lab.support("memorystore_crd")
 
     def without_spec_transition_rules(i: int, version: dict[str, Any]) -> dict[str, Any]:
         # A rule comparing the whole spec with oldSelf (an earlier try) would freeze the size as well.
@@ -69,7 +69,7 @@ def solve(lab: Lab) -> None:
 
 def _add_rule(lab: Lab, rule: str, *fields: str) -> None:
     """Add one CEL rule to spec, or to a field of it, in every version, after the rules already there."""
-    c = lab.support("cache_crd")
+    c = lab.support("memorystore_crd")
 
     def op(i: int, version: dict[str, Any]) -> dict[str, Any]:
         node = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
@@ -82,15 +82,15 @@ def _add_rule(lab: Lab, rule: str, *fields: str) -> None:
 
 
 def _judge_the_value_not_the_change(lab: Lab) -> None:
-    """A rule on the engine without oldSelf: it pins the value sessions has, and so refuses new redis caches."""
-    c = lab.support("cache_crd")
+    """A rule on the engine without oldSelf: it pins the value sessions has, and so refuses new redis stores."""
+    c = lab.support("memorystore_crd")
     _add_rule(lab, "self == 'memcached'", "engine")
     c.settle(lab, lambda: not c.try_patch(lab, "sessions", {"spec": {"engine": "redis"}}).allowed, "the engine rule")
 
 
 def _freeze_the_whole_spec(lab: Lab) -> None:
     """Put self == oldSelf on spec rather than on spec.engine: the engine is frozen, and so is the size."""
-    c = lab.support("cache_crd")
+    c = lab.support("memorystore_crd")
     _add_rule(lab, "self == oldSelf")
     c.settle(lab, lambda: not c.try_patch(lab, "sessions", {"spec": {"sizeGi": 2}}).allowed, "the rule on spec")
 

@@ -1,4 +1,4 @@
-"""Exercise: act as the Cache controller and report that ``primary`` is Ready.
+"""Exercise: act as the MemoryStore controller and report that ``primary`` is Ready.
 
 A controller reports through the status subresource: a ``Ready`` condition in the metav1.Condition
 shape (the schema already insists on ``reason``), and the generation the report is about. The check
@@ -17,10 +17,10 @@ from krmcourse import CheckFailed, Lab
 
 
 def check(lab: Lab) -> None:
-    primary = lab.get("caches.store.krmcourse.dev", "primary", namespace=lab.support("cache_crd").NAMESPACE)
+    primary = lab.get("memorystores.store.krmcourse.dev", "primary", namespace=lab.support("memorystore_crd").NAMESPACE)
     if primary is None:
         raise CheckFailed(
-            "The Cache primary is missing from the store namespace; reset the lab to get it back."
+            "The MemoryStore primary is missing from the store namespace; reset the lab to get it back."
         )
     status = primary.get("status") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
@@ -45,10 +45,10 @@ def check(lab: Lab) -> None:
 
 
 def solve(lab: Lab) -> None:
-    c = lab.support("cache_crd")
-    primary = lab.get("caches.store.krmcourse.dev", "primary", namespace=c.NAMESPACE)
+    c = lab.support("memorystore_crd")
+    primary = lab.get("memorystores.store.krmcourse.dev", "primary", namespace=c.NAMESPACE)
     if primary is None:
-        raise CheckFailed("The Cache primary is missing; reset the lab first.")
+        raise CheckFailed("The MemoryStore primary is missing; reset the lab first.")
     generation = primary["metadata"]["generation"]
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     status = {
@@ -57,7 +57,7 @@ def solve(lab: Lab) -> None:
             {
                 "type": "Ready",
                 "status": "True",
-                "reason": "CacheServing",
+                "reason": "StoreServing",
                 "observedGeneration": generation,
                 "message": "All replicas answer reads.",
                 "lastTransitionTime": now,
@@ -66,7 +66,7 @@ def solve(lab: Lab) -> None:
     }
     lab.kubectl(
         "patch",
-        "caches.store.krmcourse.dev",
+        "memorystores.store.krmcourse.dev",
         "primary",
         "-n",
         c.NAMESPACE,
@@ -79,23 +79,23 @@ def solve(lab: Lab) -> None:
 
 def _ready(generation: int | None) -> dict[str, Any]:
     """A Ready=True condition, about ``generation`` when one is given."""
-    condition: dict[str, Any] = {"type": "Ready", "status": "True", "reason": "CacheServing",
+    condition: dict[str, Any] = {"type": "Ready", "status": "True", "reason": "StoreServing",
                                  "message": "It answers.", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     return condition | ({"observedGeneration": generation} if generation is not None else {})
 
 
 def _write_status_to_the_object(lab: Lab) -> None:
     """Send a correct status to the object itself, the way spec is written, instead of to its /status."""
-    primary = lab.get("caches.store.krmcourse.dev", "primary", namespace="store") or {}
+    primary = lab.get("memorystores.store.krmcourse.dev", "primary", namespace="store") or {}
     generation = primary["metadata"]["generation"]
     status = {"observedGeneration": generation, "conditions": [_ready(generation)]}
-    lab.kubectl("patch", "caches.store.krmcourse.dev", "primary", "-n", "store", "--type=merge",
+    lab.kubectl("patch", "memorystores.store.krmcourse.dev", "primary", "-n", "store", "--type=merge",
                 "-p", json.dumps({"status": status}))
 
 
 def _report_without_a_generation(lab: Lab) -> None:
     """Write Ready=True through /status, but leave out which generation of the spec it is about."""
-    lab.kubectl("patch", "caches.store.krmcourse.dev", "primary", "-n", "store", "--subresource=status",
+    lab.kubectl("patch", "memorystores.store.krmcourse.dev", "primary", "-n", "store", "--subresource=status",
                 "--type=merge", "-p", json.dumps({"status": {"conditions": [_ready(None)]}}))
 
 

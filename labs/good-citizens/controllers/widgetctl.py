@@ -12,7 +12,11 @@ never what it wants:
 --watch-children      also watch the ConfigMaps it owns and map them to their widget (G3: the bug fix)
 --requeue-after       come back to an expiring widget exactly when it expires (G3)
 --predicate generation
-                      drop widget events that do not change metadata.generation (G4)
+                      drop widget updates that do not change metadata.generation (G4)
+--predicate FILE.py   let a function of that file decide: an update reaches the queue only when
+                      ``wakes(old, new)`` is true (G4: the learner's own predicate, see lab.save_code)
+--selector LABELS     only widgets with these labels, filtered on the server; by default the
+                      exercise's widgets (``citizens.krmcourse.dev/run=storm``)
 
 Run it with KUBECONFIG set; ``lab.run_controller`` does that.
 """
@@ -21,11 +25,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import os
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import cast
 
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 
 from krmcourse.conditions import ready_condition
 from krmcourse.controllerkit import (
@@ -42,29 +50,58 @@ from krmcourse.controllerkit import (
     run_loop,
     serve_metrics,
 )
+from krmcourse.labcode import script_module
 
 WIDGETS = Resource("citizens.krmcourse.dev", "v1", "widgets")
 
 TALLY = Gauge("widgets_by_color", "Widgets per colour, kept by the tally loop", ["color"])
+PREDICATE_ERRORS = Counter("widget_predicate_errors", "Updates let through because the predicate raised")
 WIDGET_LABEL = "citizens.krmcourse.dev/widget"
+STORM = "citizens.krmcourse.dev/run=storm"  # the widgets of the exercise add-a-predicate
+
+Predicate = Callable[[dict, dict], bool]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--namespace", default="citizens")
-    p.add_argument("--selector", default="", help="only widgets with these labels (a server-side filter)")
+    p.add_argument("--selector", default=STORM, help="only widgets with these labels (a server-side filter)")
     p.add_argument("--poll", type=float, default=0.0)
     p.add_argument("--loops", default="configmap")
     p.add_argument("--resync", type=float, default=0.0)
     p.add_argument("--watch-children", action="store_true")
     p.add_argument("--requeue-after", action="store_true")
-    p.add_argument("--predicate", choices=["none", "generation"], default="none")
+    p.add_argument("--predicate", default="none", help="none, generation, or a Python file defining wakes(old, new)")
     args = p.parse_args(argv)
+    if args.predicate not in ("none", "generation") and not Path(args.predicate).is_file():
+        p.error(f"--predicate takes none, generation or a Python file, not {args.predicate}")
     args.loops = [name for name in args.loops.split(",") if name]
     unknown = set(args.loops) - {"configmap", "tally"}
     if unknown or not args.loops:
         p.error(f"--loops takes configmap and/or tally, not {','.join(sorted(unknown)) or 'nothing'}")
     return args
+
+
+def generation_changed(old: dict, new: dict) -> bool:
+    return old["metadata"].get("generation") != new["metadata"].get("generation")
+
+
+def load_predicate(choice: str) -> Predicate | None:
+    """The predicate for widget updates: none, the generation one, or ``wakes`` from a file (its only function
+    will do too: ``lab.save_code`` saves one function, whatever its name)."""
+    if choice == "none":
+        return None
+    if choice == "generation":
+        return generation_changed
+    module = script_module(Path(choice))
+    found = getattr(module, "wakes", None)
+    if not callable(found):
+        functions = [f for f in vars(module).values() if inspect.isfunction(f) and f.__module__ == module.__name__]
+        if len(functions) != 1:
+            raise SystemExit(f"{choice} defines no function wakes(old, new)")
+        found = functions[0]
+    log(f"predicate: {found.__name__} from {choice}")
+    return cast(Predicate, found)
 
 
 def desired_configmap(widget: dict) -> dict:
@@ -114,14 +151,26 @@ class WidgetController:
             self.children = Informer(client, CONFIGMAPS, self.ns, child_selector)
             self.children.handlers.append(self.on_child)
         self.queues = {name: WorkQueue() for name in args.loops}
+        self.predicate = load_predicate(args.predicate)
         self.widgets.handlers.append(self.on_widget)
 
     # ---- events -> keys
+    def wakes(self, old: dict, new: dict) -> bool:
+        """Whether an update reaches the queue (as a predicate's Update function does in controller-runtime)."""
+        if self.predicate is None:
+            return True
+        try:
+            return bool(self.predicate(old, new))
+        except Exception as exc:  # noqa: BLE001 - a broken predicate lets the event through, and says so
+            PREDICATE_ERRORS.inc()
+            log(f"predicate raised {type(exc).__name__}: {exc}; letting the update through")
+            return True
+
     def on_widget(self, kind: str, old: dict | None, new: dict | None) -> None:
-        if self.args.predicate == "generation" and kind in ("MODIFIED", "RESYNC") and old and new:
-            if old["metadata"].get("generation") == new["metadata"].get("generation"):
-                FILTERED.labels("widgets").inc()
-                return
+        # Creations and deletions always pass; a predicate judges updates (and resyncs) only.
+        if kind in ("MODIFIED", "RESYNC") and old and new and not self.wakes(old, new):
+            FILTERED.labels("widgets").inc()
+            return
         key = key_of(new or old or {})
         for queue in self.queues.values():
             queue.add(key)

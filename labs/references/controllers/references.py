@@ -1,7 +1,7 @@
 """The reference rules of the references lab, shared by the controller and the exercise checks.
 
-A Website refers to a Bucket by name, in its own namespace. A Bucket is in use while any Website
-that is not itself being deleted refers to it. A Website's reference resolves when the Bucket
+A Website refers to an AssetStore by name, in its own namespace. An AssetStore is in use while any Website
+that is not itself being deleted refers to it. A Website's reference resolves when the AssetStore
 exists and is not being deleted.
 """
 
@@ -9,34 +9,34 @@ from __future__ import annotations
 
 from typing import Any
 
-FINALIZER = "refs.krmcourse.dev/bucket-protection"
+FINALIZER = "refs.krmcourse.dev/assetstore-protection"
 
 
-def users(bucket: dict[str, Any], websites: list[dict[str, Any]]) -> list[str]:
-    """Names of the live Websites that refer to this Bucket (sorted, for a stable status)."""
-    ns, name = bucket["metadata"]["namespace"], bucket["metadata"]["name"]
+def users(store: dict[str, Any], websites: list[dict[str, Any]]) -> list[str]:
+    """Names of the live Websites that refer to this AssetStore (sorted, for a stable status)."""
+    ns, name = store["metadata"]["namespace"], store["metadata"]["name"]
     return sorted(
         w["metadata"]["name"]
         for w in websites
         if w["metadata"]["namespace"] == ns
         and not w["metadata"].get("deletionTimestamp")
-        and w.get("spec", {}).get("bucketRef", {}).get("name") == name
+        and w.get("spec", {}).get("assetStoreRef", {}).get("name") == name
     )
 
 
-def resolution(website: dict[str, Any], buckets: list[dict[str, Any]]) -> tuple[bool, str, str]:
-    """(resolved, reason, message) for a Website's bucketRef."""
+def resolution(website: dict[str, Any], stores: list[dict[str, Any]]) -> tuple[bool, str, str]:
+    """(resolved, reason, message) for a Website's assetStoreRef."""
     ns = website["metadata"]["namespace"]
-    name = website.get("spec", {}).get("bucketRef", {}).get("name", "")
-    bucket = next(
-        (b for b in buckets if b["metadata"]["namespace"] == ns and b["metadata"]["name"] == name), None
+    name = website.get("spec", {}).get("assetStoreRef", {}).get("name", "")
+    store = next(
+        (s for s in stores if s["metadata"]["namespace"] == ns and s["metadata"]["name"] == name), None
     )
-    if bucket is None:
-        return False, "BucketNotFound", f"Bucket {ns}/{name} does not exist"
-    if bucket["metadata"].get("deletionTimestamp"):
+    if store is None:
+        return False, "AssetStoreNotFound", f"AssetStore {ns}/{name} does not exist"
+    if store["metadata"].get("deletionTimestamp"):
         return (
             False,
-            "BucketDeleting",
-            f"Bucket {ns}/{name} is being deleted; it stays while this Website uses it",
+            "AssetStoreDeleting",
+            f"AssetStore {ns}/{name} is being deleted; it stays while this Website uses it",
         )
-    return True, "BucketFound", f"Bucket {ns}/{name} exists"
+    return True, "AssetStoreFound", f"AssetStore {ns}/{name} exists"

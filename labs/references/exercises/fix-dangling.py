@@ -1,8 +1,8 @@
-"""Exercise: Website web/gallery must refer to a Bucket that exists.
+"""Exercise: Website web/gallery must refer to an AssetStore that exists.
 
-The check resolves gallery's bucketRef with the controller's own rules against the Buckets in web,
-whatever gallery's status says. When the reference does not resolve, it also looks for a Bucket of
-that name in other namespaces: a bucketRef only reaches the Website's own namespace.
+The check resolves gallery's assetStoreRef with the controller's own rules against the AssetStores in web,
+whatever gallery's status says. When the reference does not resolve, it also looks for an AssetStore of
+that name in other namespaces: an assetStoreRef only reaches the Website's own namespace.
 """
 
 import json
@@ -23,18 +23,20 @@ def check(lab: Lab) -> None:
         raise CheckFailed(
             "Website web/gallery is gone; the point is to repair its reference, not to remove it."
         )
-    buckets = json.loads(lab.kubectl("get", "buckets.refs.krmcourse.dev", "-A", "-o", "json"))["items"]
-    ok, reason, message = _rules(lab).resolution(gallery, buckets)
+    stores = json.loads(lab.kubectl("get", "assetstores.refs.krmcourse.dev", "-A", "-o", "json"))["items"]
+    ok, reason, message = _rules(lab).resolution(gallery, stores)
     if not ok:
-        wanted = gallery["spec"]["bucketRef"]["name"]
-        elsewhere = sorted(b["metadata"]["namespace"] for b in buckets
-                           if b["metadata"]["name"] == wanted and b["metadata"]["namespace"] != "web")
+        wanted = gallery["spec"]["assetStoreRef"]["name"]
+        elsewhere = sorted(s["metadata"]["namespace"] for s in stores
+                           if s["metadata"]["name"] == wanted and s["metadata"]["namespace"] != "web")
         if elsewhere:
-            message += f" (there is one in {', '.join(elsewhere)}, but a bucketRef only reaches gallery's namespace)"
+            message += (f" (there is one in {', '.join(elsewhere)}, "
+                        "but an assetStoreRef only reaches gallery's namespace)")
         conditions = (gallery.get("status") or {}).get("conditions") or []
-        if any(c.get("type") == "BucketResolved" and c.get("status") == "True" for c in conditions):
-            message += ". Its status claims BucketResolved=True, but a status reports the state; it cannot make it so"
-        raise CheckFailed(f"gallery's bucketRef does not resolve: {reason}: {message}.")
+        if any(c.get("type") == "AssetStoreResolved" and c.get("status") == "True" for c in conditions):
+            message += (". Its status claims AssetStoreResolved=True, but a status reports the state; "
+                        "it cannot make it so")
+        raise CheckFailed(f"gallery's assetStoreRef does not resolve: {reason}: {message}.")
 
 
 def solve(lab: Lab) -> None:
@@ -46,26 +48,26 @@ def solve(lab: Lab) -> None:
         "web",
         "--type=merge",
         "-p",
-        '{"spec": {"bucketRef": {"name": "media"}}}',
+        '{"spec": {"assetStoreRef": {"name": "media"}}}',
     )
 
 
 def _write_resolved_into_the_status(lab: Lab) -> None:
-    """Make gallery's status say BucketResolved=True, and leave the reference dangling."""
-    condition = {"type": "BucketResolved", "status": "True", "reason": "BucketFound",
-                 "message": "Bucket web/images exists", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    """Make gallery's status say AssetStoreResolved=True, and leave the reference dangling."""
+    condition = {"type": "AssetStoreResolved", "status": "True", "reason": "AssetStoreFound",
+                 "message": "AssetStore web/images exists", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     lab.kubectl("patch", "websites.refs.krmcourse.dev", "gallery", "-n", "web", "--subresource=status",
                 "--type=merge", "-p", json.dumps({"status": {"conditions": [condition]}}))
 
 
-def _create_the_bucket_in_the_default_namespace(lab: Lab) -> None:
-    """Create the missing Bucket images, but from a manifest without a namespace: it lands in default."""
+def _create_the_store_in_the_default_namespace(lab: Lab) -> None:
+    """Create the missing AssetStore images, but from a manifest without a namespace: it lands in default."""
     lab.kubectl("apply", "-n", "default", "-f", "-",
-                input='{"apiVersion": "refs.krmcourse.dev/v1", "kind": "Bucket", "metadata": {"name": "images"}}')
+                input='{"apiVersion": "refs.krmcourse.dev/v1", "kind": "AssetStore", "metadata": {"name": "images"}}')
 
 
 #: What a hurried learner might try instead: each must leave the check failing, with a hint.
 WRONG: dict[str, Callable[[Lab], None]] = {
-    "write BucketResolved=True into gallery's status": _write_resolved_into_the_status,
-    "create the Bucket images in the default namespace": _create_the_bucket_in_the_default_namespace,
+    "write AssetStoreResolved=True into gallery's status": _write_resolved_into_the_status,
+    "create the AssetStore images in the default namespace": _create_the_store_in_the_default_namespace,
 }

@@ -1,51 +1,74 @@
-"""The Server controller: drives slow bare-metal work from a declarative API, two ways.
+"""The Server controller: drives slow bare-metal work from a declarative API.
 
 The state machine lives in `status.state`::
 
     (new) -> Registering -> Inspecting -> Provisioning -> Provisioned        Error (terminal)
 
-* **Registering**: register the host with the metal service (a quick, idempotent call).
-* **Inspecting**: ask the service to inspect the host; it takes minutes. Nobody waits: the service
-  calls back, the callback goes onto the work queue (a channel source), and a requeue-after is the
-  safety net in case the callback is lost (the controller was down, say).
-* **Provisioning**: writing the image is long work, handed to a batch/v1 Job that the controller
-  creates and watches; the Job's completion wakes the Server up through the Job watch.
+The controller owns the machinery: the watches on Servers and Jobs, the work queue, one worker (as
+controller-runtime runs one reconcile at a time per controller by default), the status writes, and the
+steps at both ends:
 
-With `--blocking`, each reconcile instead waits, inside the reconcile, until its server is done. One
-worker (controller-runtime's default is one reconcile at a time per controller) then serves one server
-at a time, and every other server waits. That is the anti-pattern the notebook measures.
+* **(new)**: write `Registering`.
+* **Registering, Inspecting**: the part that talks to the slow metal service is a function given with
+  `--step FILE`, ``step(server, metal) -> {"status": {...}, "requeue_after": seconds}`` (both keys
+  optional). It runs in the worker, in a thread: while it runs, the worker does nothing else. The status
+  it returns is merge-patched into the Server's status; `requeue_after` brings the Server back after that
+  many seconds (0: at once), unless an event comes first. `metal` (class StepMetal) registers, inspects
+  and reads hosts.
+* **Provisioning**: writing the image is long work, handed to a batch/v1 Job that the controller creates
+  and watches; the Job's completion wakes the Server up through the Job watch.
+
+On every change of state the controller stamps `status.operationHistory` (when each operation started
+and ended). With `--callback-port`, the metal service calls back when an inspection ends and the
+callback puts the Server's key on the work queue (a channel source).
+
+Its own Prometheus metrics (the URL is printed at start) count reconciles, the requests it sends to the
+API server, and the reconciles that were still running when an inspection they had seen under way
+ended: reconciles that waited for the slow work.
 
 The controller reads Servers and Jobs from its own watch-fed cache, writes only Server status and Jobs,
 and never lets the metal service near the API.
 
-Run: python server_controller.py --metal URL --callback-port PORT [--blocking] [--namespace dc1]
+Run: python server_controller.py --metal URL --step FILE [--callback-port PORT] [--namespace dc1]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import datetime
+import inspect
 import json
 import os
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 import kr8s.asyncio
+from prometheus_client import Counter
 
-from krmcourse.controllerkit import WorkQueue  # client-go's rules: a key at most once, never twice at a time
+from krmcourse.controllerkit import RECONCILES, REQUESTS, WorkQueue, serve_metrics
+from krmcourse.labcode import script_module
 
 warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
 
 GROUP_VERSION = "metal.krmcourse.dev/v1alpha1"
 SERVER_LABEL = "metal.krmcourse.dev/server"
 TERMINAL = ("Provisioned", "Error")
+STEP_STATES = ("Registering", "Inspecting")
+OPERATION = {"Registering": "register", "Inspecting": "inspect", "Provisioning": "provision"}
+WAITED = Counter(
+    "server_controller_reconciles_waited",
+    "Reconciles still running when an inspection they had seen under way ended",
+)
 
 
 def now() -> str:
@@ -56,15 +79,79 @@ def log(message: str) -> None:
     print(f"{now()[11:23]} {message}", flush=True)
 
 
+class StepMetal:
+    """What a step may do with the metal service: quick HTTP calls, and one slow convenience.
+
+    It notes every state it sees of each host during one reconcile, so the controller can tell when a
+    reconcile was still running as an inspection it had seen under way ended.
+    """
+
+    def __init__(self, url: str, callback_url: str | None) -> None:
+        self.http = httpx.Client(base_url=url, timeout=10)
+        self.callback_url = callback_url
+        self.seen: dict[str, list[str]] = {}
+
+    def _note(self, host: dict[str, Any]) -> dict[str, Any]:
+        self.seen.setdefault(host["id"], []).append(host["state"])
+        return host
+
+    def register(self, server: dict[str, Any]) -> str:
+        """Register the Server's host (quick, and safe to repeat); return its id in the metal service."""
+        host_id = f"{server['metadata']['namespace']}.{server['metadata']['name']}"
+        response = self.http.post("/hosts", json={"id": host_id})
+        response.raise_for_status()
+        self._note(response.json())
+        return host_id
+
+    def inspect(self, host_id: str) -> dict[str, Any]:
+        """Start inspecting the host's hardware (quick to ask, minutes to finish; safe to repeat)."""
+        body = {"callback": self.callback_url} if self.callback_url else {}
+        response = self.http.post(f"/hosts/{host_id}/inspect", json=body)
+        response.raise_for_status()
+        return self._note(response.json())
+
+    def host(self, host_id: str) -> dict[str, Any]:
+        """The host as the metal service sees it now: its state, and its hardware once inspected."""
+        response = self.http.get(f"/hosts/{host_id}")
+        response.raise_for_status()
+        return self._note(response.json())
+
+    def wait_for_inspection(self, host_id: str) -> dict[str, Any]:
+        """Wait until the host's inspection has finished, and return its hardware. This takes minutes."""
+        while (host := self.host(host_id))["state"] != "inspected":
+            time.sleep(0.2)
+        return dict(host["hardware"])
+
+    def waited_for(self) -> list[str]:
+        """Hosts seen inspecting, then inspected, since the last call: the reconcile waited for them."""
+        waited = [h for h, states in self.seen.items()
+                  if "inspecting" in states and "inspected" in states[states.index("inspecting"):]]
+        self.seen = {}
+        return waited
+
+
+def load_step(path: Path) -> Callable[..., Any]:
+    """The one function defined in a saved step file (``lab.save_code``)."""
+    module = script_module(path)
+    functions = [f for f in vars(module).values()
+                 if inspect.isfunction(f) and f.__module__ == module.__name__]
+    if len(functions) != 1:
+        named = [f for f in functions if f.__name__ == "reconcile"]
+        if len(named) != 1:
+            raise SystemExit(f"{path} should define one function (or one called reconcile); it defines "
+                             f"{[f.__name__ for f in functions]}")
+        functions = named
+    return functions[0]
+
+
 class Controller:
     def __init__(self, api: kr8s.asyncio.Api, args: argparse.Namespace) -> None:
         self.api = api
         self.namespace: str = args.namespace
-        self.blocking: bool = args.blocking
-        self.requeue_after: float = args.requeue_after
         self.work_seconds: float = args.work_seconds
-        self.metal = httpx.AsyncClient(base_url=args.metal, timeout=10)
         self.callback_url = f"http://127.0.0.1:{args.callback_port}/events" if args.callback_port else None
+        self.step = load_step(Path(args.step))
+        self.metal = StepMetal(args.metal, self.callback_url)
         self.queue = WorkQueue()
         self.servers: dict[str, dict[str, Any]] = {}  # the cache: key -> latest object seen
         self.jobs: dict[str, dict[str, Any]] = {}
@@ -82,6 +169,7 @@ class Controller:
         params = {"labelSelector": selector} if selector else {}
         while True:
             try:
+                REQUESTS.labels("local", "LIST", plural, "").inc()
                 async with self.api.call_api(
                     "GET", version=version, namespace=self.namespace, url=plural, params=params
                 ) as response:
@@ -96,6 +184,7 @@ class Controller:
                     "timeoutSeconds": "240",
                     "resourceVersion": listing["metadata"]["resourceVersion"],
                 }
+                REQUESTS.labels("local", "WATCH", plural, "").inc()
                 async with self.api.call_api(
                     "GET",
                     version=version,
@@ -157,64 +246,28 @@ class Controller:
         while True:
             key = await self.queue.get()
             try:
-                if self.blocking:
-                    await self.reconcile_blocking(key)
-                else:
-                    after = await self.reconcile(key)
-                    if after is not None:
-                        self.queue.add_after(key, after)
+                after = await self.reconcile(key)
+                if after is not None:
+                    self.queue.add_after(key, after)
             except Exception as err:  # noqa: BLE001 - retry with a pause, like a rate-limited requeue
                 log(f"reconcile {key}: {type(err).__name__}: {err}; retrying in 1 s")
                 self.queue.add_after(key, 1.0)
             finally:
+                RECONCILES.labels("servers").inc()
                 self.queue.done(key)
 
     async def reconcile(self, key: str) -> float | None:
-        """One short step of the state machine. Returns seconds until it should look again, or None."""
+        """One pass over one Server. Returns seconds until it should look again, or None."""
         obj = self.servers.get(key)
         if obj is None:
             return None  # deleted; releasing the host in the metal service is left out of this lab
         namespace, name = key.split("/")
         status = obj.get("status", {})
         state = status.get("state")
-        host_id = f"{namespace}.{name}"
         if not state:
-            await self.patch_status(
-                key, {"state": "Registering", "operationHistory": {"register": {"start": now()}}}
-            )
-        elif state == "Registering":
-            (await self.metal.post("/hosts", json={"id": host_id})).raise_for_status()
-            await self.patch_status(
-                key,
-                {
-                    "state": "Inspecting",
-                    "hostID": host_id,
-                    "operationHistory": {"register": {"end": now()}, "inspect": {"start": now()}},
-                },
-            )
-        elif state == "Inspecting":
-            response = await self.metal.get(f"/hosts/{host_id}")
-            response.raise_for_status()
-            host = response.json()
-            if host["state"] == "registered":
-                body = {"callback": self.callback_url} if self.callback_url else {}
-                (await self.metal.post(f"/hosts/{host_id}/inspect", json=body)).raise_for_status()
-                log(
-                    f"{key}: inspection started; waiting for the callback (check again in {self.requeue_after} s)"
-                )
-                return self.requeue_after
-            if host["state"] == "inspecting":
-                return self.requeue_after
-            job = f"{name}-provision"
-            await self.patch_status(
-                key,
-                {
-                    "state": "Provisioning",
-                    "hardware": host.get("hardware"),
-                    "job": job,
-                    "operationHistory": {"inspect": {"end": now()}, "provision": {"start": now()}},
-                },
-            )
+            await self.patch_status(key, {"state": "Registering"})
+        elif state in STEP_STATES:
+            return await self.run_step(key, obj)
         elif state == "Provisioning":
             job = self.jobs.get(f"{namespace}/{status['job']}")
             if job is None:
@@ -223,30 +276,47 @@ class Controller:
             conditions = {c["type"]: c["status"] for c in job.get("status", {}).get("conditions", [])}
             if conditions.get("Complete") == "True":
                 await self.patch_status(
-                    key,
-                    {
-                        "state": "Provisioned",
-                        "message": f"image {obj['spec'].get('image')}",
-                        "operationHistory": {"provision": {"end": now()}},
-                    },
+                    key, {"state": "Provisioned", "message": f"image {obj['spec'].get('image')}"}
                 )
             elif conditions.get("Failed") == "True":
                 await self.patch_status(key, {"state": "Error", "message": f"Job {status['job']} failed"})
         return None
 
-    async def reconcile_blocking(self, key: str) -> None:
-        """The anti-pattern: keep stepping, and wait in between, until this one server is finished."""
-        while True:
-            await self.reconcile(key)
-            obj = self.servers.get(key)
-            if obj is None or obj.get("status", {}).get("state") in TERMINAL:
-                return
-            await asyncio.sleep(0.2)  # ...wait, wait, wait, while every other Server waits for this worker
+    async def run_step(self, key: str, obj: dict[str, Any]) -> float | None:
+        """Hand a Server in Registering or Inspecting to the step; the worker waits for it to return."""
+        began = time.monotonic()
+        try:
+            result = await asyncio.to_thread(self.step, copy.deepcopy(obj), self.metal)
+        finally:
+            for host in self.metal.waited_for():
+                WAITED.inc()
+                log(f"{key}: this reconcile waited {time.monotonic() - began:.1f} s, until the inspection "
+                    f"of {host} ended; every other Server waited for it too")
+        if not isinstance(result, dict) or set(result) - {"status", "requeue_after"}:
+            raise TypeError(f"the step returned {result!r}; it should return a dict with the keys "
+                            "'status' and/or 'requeue_after'")
+        if result.get("status"):
+            await self.patch_status(key, dict(result["status"]))
+        after = result.get("requeue_after")
+        return None if after is None else max(float(after), 0.0)
 
     # --- writes --------------------------------------------------------------------------------------
     async def patch_status(self, key: str, status: dict[str, Any]) -> None:
+        """Merge-patch the status; on a change of state, stamp when one operation ended and the next began."""
         namespace, name = key.split("/")
-        status = {**status, "observedGeneration": self.servers[key]["metadata"].get("generation", 0)}
+        obj = self.servers[key]
+        old, new = obj.get("status", {}).get("state"), status.get("state")
+        if new and new != old:
+            history: dict[str, dict[str, str]] = {}
+            if old in OPERATION:
+                history[OPERATION[old]] = {"end": now()}
+            if new in OPERATION:
+                history[OPERATION[new]] = {"start": now()}
+            status["operationHistory"] = history
+            if new == "Provisioning" and not obj.get("status", {}).get("job"):
+                status.setdefault("job", f"{name}-provision")
+        status = {**status, "observedGeneration": obj["metadata"].get("generation", 0)}
+        REQUESTS.labels("local", "PATCH", "servers", "status").inc()
         async with self.api.call_api(
             "PATCH",
             version=GROUP_VERSION,
@@ -307,6 +377,7 @@ class Controller:
                 },
             },
         }
+        REQUESTS.labels("local", "POST", "jobs", "").inc()
         async with self.api.call_api(
             "POST",
             version="batch/v1",
@@ -326,8 +397,9 @@ async def run(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     if args.callback_port:
         controller.serve_callbacks(args.callback_port, loop)
+    serve_metrics()
     log(
-        f"server controller: namespace {args.namespace}, {'BLOCKING' if args.blocking else 'non-blocking'}, "
+        f"server controller: namespace {args.namespace}, step {controller.step.__name__} from {args.step}, "
         f"{args.workers} worker(s), callbacks {controller.callback_url or 'off'}"
     )
 
@@ -349,16 +421,10 @@ async def run(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--metal", required=True, help="the metal service's URL")
+    parser.add_argument("--step", required=True, help="a Python file with the Registering/Inspecting step")
     parser.add_argument("--namespace", default="dc1")
     parser.add_argument("--callback-port", type=int, default=0, help="serve callbacks here (0: no callbacks)")
-    parser.add_argument("--blocking", action="store_true", help="wait inside reconcile (the anti-pattern)")
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument(
-        "--requeue-after",
-        type=float,
-        default=10.0,
-        help="seconds before looking at an unfinished inspection again",
-    )
     parser.add_argument(
         "--work-seconds", type=float, default=2.0, help="how long each image-writing Job runs"
     )

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import Gauge, start_http_server
 
@@ -33,18 +34,23 @@ CACHE_BYTES = Gauge("controller_cache_bytes", "JSON size of the objects held in 
 class SecretCache:
     """List, then watch from the list's resourceVersion, keeping every object (or its metadata) in a dict."""
 
-    def __init__(self, api: object, namespace: str, mode: str) -> None:
+    def __init__(self, api: object, namespace: str | None, selector: str | None = None,
+                 metadata_only: bool = False, on_change: Callable[[], Awaitable[None]] | None = None) -> None:
         self.api = api
-        self.namespace = namespace
-        self.params = {"labelSelector": SELECTOR} if mode == "selector" else {}
-        self.metadata_only = mode == "metadata"
+        self.namespace = namespace  # None: every namespace
+        self.params = {"labelSelector": selector} if selector else {}
+        self.metadata_only = metadata_only
+        self.on_change = on_change  # called after the list and after every change the watch brings
         self.store: dict[str, dict] = {}
         self.sizes: dict[str, int] = {}
 
+    @staticmethod
+    def key(obj: dict) -> str:
+        return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
     def _keep(self, obj: dict) -> None:
-        name = obj["metadata"]["name"]
-        self.store[name] = obj
-        self.sizes[name] = len(json.dumps(obj))
+        self.store[self.key(obj)] = obj
+        self.sizes[self.key(obj)] = len(json.dumps(obj))
 
     def _report(self) -> None:
         CACHE_OBJECTS.labels("secrets").set(len(self.store))
@@ -60,6 +66,8 @@ class SecretCache:
         for obj in listed.get("items") or []:
             self._keep(obj)
         self._report()
+        if self.on_change:
+            await self.on_change()
         return str(listed["metadata"]["resourceVersion"])
 
     async def watch(self, version: str) -> None:
@@ -78,12 +86,16 @@ class SecretCache:
                         params["resourceVersion"] = await self.list()
                         break
                     params["resourceVersion"] = obj["metadata"]["resourceVersion"]
+                    if event["type"] == "BOOKMARK":
+                        continue
                     if event["type"] == "DELETED":
-                        self.store.pop(obj["metadata"]["name"], None)
-                        self.sizes.pop(obj["metadata"]["name"], None)
-                    elif event["type"] != "BOOKMARK":
+                        self.store.pop(self.key(obj), None)
+                        self.sizes.pop(self.key(obj), None)
+                    else:
                         self._keep(obj)
                     self._report()
+                    if self.on_change:
+                        await self.on_change()
 
 
 async def main(argv: list[str]) -> None:
@@ -97,7 +109,8 @@ async def main(argv: list[str]) -> None:
     import kr8s.asyncio
 
     api = await kr8s.asyncio.api(kubeconfig=os.environ["KUBECONFIG"])
-    cache = SecretCache(api, args.namespace, args.cache)
+    cache = SecretCache(api, args.namespace, selector=SELECTOR if args.cache == "selector" else None,
+                        metadata_only=args.cache == "metadata")
     version = await cache.list()
     gc.collect()  # count what the cache keeps, not the garbage the list left behind
     print(time.strftime("%H:%M:%S"), f"synced: {len(cache.store)} secrets cached ({args.cache})", flush=True)

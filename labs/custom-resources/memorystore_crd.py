@@ -1,4 +1,4 @@
-"""Change the Cache CRD one feature at a time, and ask the real API server what it accepts.
+"""Change the MemoryStore CRD one feature at a time, and ask the real API server what it accepts.
 
 The custom-resources notebook and its exercise checks use these helpers so that a cell shows one
 idea: "send this object, read what the API server said". Every probe is a real request; creates and
@@ -17,7 +17,7 @@ from typing import Any
 from krmcourse import Lab
 from krmcourse import kubectl as kubectl_cli
 
-CRD = "caches.store.krmcourse.dev"
+CRD = "memorystores.store.krmcourse.dev"
 GROUP = "store.krmcourse.dev"
 NAMESPACE = "store"
 
@@ -34,11 +34,11 @@ class Verdict:
         return ("ACCEPTED" if self.allowed else "REFUSED") + (f": {self.message}" if self.message else "")
 
 
-def cache(name: str, namespace: str = NAMESPACE, version: str = "v1", **spec: Any) -> dict[str, Any]:
-    """A Cache manifest; keyword arguments become its spec."""
+def memory_store(name: str, namespace: str = NAMESPACE, version: str = "v1", **spec: Any) -> dict[str, Any]:
+    """A MemoryStore manifest; keyword arguments become its spec."""
     return {
         "apiVersion": f"{GROUP}/{version}",
-        "kind": "Cache",
+        "kind": "MemoryStore",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
@@ -69,10 +69,10 @@ def try_patch(
     *,
     subresource: str | None = None,
     dry_run: bool = True,
-    resource: str = "caches",
+    resource: str = "memorystores",
     namespace: str = NAMESPACE,
 ) -> Verdict:
-    """Merge-patch one Cache (or its ``status``/``scale`` subresource) and report the answer."""
+    """Merge-patch one MemoryStore (or its ``status``/``scale`` subresource) and report the answer."""
     args = ["patch", resource, name, "-n", namespace, "--type=merge", "-p", json.dumps(patch), "-o", "json"]
     if subresource:
         args.append(f"--subresource={subresource}")
@@ -89,7 +89,7 @@ def version_index(lab: Lab, version: str) -> int:
     """Position of ``version`` in the CRD's version list; a clear error names the ones that exist."""
     names = [v["name"] for v in crd(lab)["spec"]["versions"]]
     if version not in names:
-        raise ValueError(f"The Cache CRD has no version {version!r}; it has {', '.join(names)}.")
+        raise ValueError(f"The MemoryStore CRD has no version {version!r}; it has {', '.join(names)}.")
     return names.index(version)
 
 
@@ -118,26 +118,48 @@ def settle(lab: Lab, probe: Callable[[], bool], what: str, timeout: float = 30) 
     lab.wait_until(probe, timeout=timeout, interval=0.2, message=f"the API server did not pick up {what}")
 
 
-def enable_scale(lab: Lab) -> None:
-    """Declare the scale subresource on every version: spec.replicas, status.replicas, status.selector."""
-    scale = {
-        "specReplicasPath": ".spec.replicas",
-        "statusReplicasPath": ".status.replicas",
-        "labelSelectorPath": ".status.selector",
-    }
+#: Where a MemoryStore keeps the three things an autoscaler needs: wanted copies, serving copies, its pods.
+SCALE = {
+    "specReplicasPath": ".spec.replicas",
+    "statusReplicasPath": ".status.replicas",
+    "labelSelectorPath": ".status.selector",
+}
+
+
+def scale_url(name: str, version: str = "v1", namespace: str = NAMESPACE) -> str:
+    """The URL of one MemoryStore's ``/scale`` subresource."""
+    return f"/apis/{GROUP}/{version}/namespaces/{namespace}/memorystores/{name}/scale"
+
+
+def read_scale(lab: Lab, name: str, version: str = "v1") -> Verdict:
+    """GET a MemoryStore's ``/scale``: an ``autoscaling/v1`` Scale, or the API server's refusal."""
+    return run_kubectl(lab, "get", "--raw", scale_url(name, version))
+
+
+def scale_matches(lab: Lab, name: str) -> bool:
+    """Whether ``/scale`` reports the object's own spec.replicas and status.replicas (the paths are served)."""
+    scale = read_scale(lab, name).object
+    obj = lab.get(f"memorystores.{GROUP}", name, namespace=NAMESPACE)
+    if scale is None or obj is None:
+        return False
+    return (scale["spec"].get("replicas", 0) == obj["spec"].get("replicas", 0)
+            and scale.get("status", {}).get("replicas", 0) == (obj.get("status") or {}).get("replicas", 0))
+
+
+def declare_scale(lab: Lab, scale: dict[str, str]) -> None:
+    """Set the scale subresource of every version of the CRD to ``scale`` (its three paths)."""
     patch_crd(
         lab,
         for_every_version(
             lab, lambda i, _: {"op": "add", "path": f"/spec/versions/{i}/subresources/scale", "value": scale}
         ),
     )
-    settle(
-        lab,
-        lambda: lab.kubectl(
-            "get", "--raw", f"/apis/{GROUP}/v1/namespaces/{NAMESPACE}/caches/primary/scale", check=False
-        ).startswith("{"),
-        "the scale subresource",
-    )
+
+
+def enable_scale(lab: Lab) -> None:
+    """Declare the scale subresource on every version: spec.replicas, status.replicas, status.selector."""
+    declare_scale(lab, SCALE)
+    settle(lab, lambda: scale_matches(lab, "primary") and scale_matches(lab, "sessions"), "the scale subresource")
 
 
 def add_storage_version(lab: Lab, new: str = "v2", old: str = "v1") -> None:
@@ -161,7 +183,7 @@ def add_storage_version(lab: Lab, new: str = "v2", old: str = "v1") -> None:
             {
                 "op": "add",
                 "path": f"/spec/versions/{index}/deprecationWarning",
-                "value": f"{GROUP}/{old} Cache is deprecated; use {GROUP}/{new}",
+                "value": f"{GROUP}/{old} MemoryStore is deprecated; use {GROUP}/{new}",
             },
             {"op": "add", "path": "/spec/versions/-", "value": added},
         ],
@@ -176,12 +198,12 @@ def preferred_version(lab: Lab) -> str:
 
 
 def migrate_storage(lab: Lab, to: str = "v2") -> list[str]:
-    """Rewrite every Cache so etcd holds it in version ``to``, then record that only ``to`` is stored.
+    """Rewrite every MemoryStore so etcd holds it in version ``to``, then record that only ``to`` is stored.
 
     A write with no change still makes the API server re-encode the object in the storage version:
     this is what the kube-storage-version-migrator does for a whole cluster.
     """
-    items = json.loads(lab.kubectl("get", f"caches.{to}.{GROUP}", "-A", "-o", "json"))["items"]
+    items = json.loads(lab.kubectl("get", f"memorystores.{to}.{GROUP}", "-A", "-o", "json"))["items"]
     for item in items:
         lab.kubectl("replace", "-f", "-", input=json.dumps(item))
     lab.kubectl(
@@ -210,8 +232,8 @@ def set_names(lab: Lab, short_names: list[str], categories: list[str]) -> None:
         resources = json.loads(lab.kubectl("get", "--raw", f"/apis/{GROUP}/{preferred_version(lab)}"))[
             "resources"
         ]
-        caches = next(r for r in resources if r["name"] == "caches")
-        return caches.get("shortNames") == short_names and caches.get("categories") == categories
+        served = next(r for r in resources if r["name"] == "memorystores")
+        return served.get("shortNames") == short_names and served.get("categories") == categories
 
     settle(lab, listed, "the new names")
 

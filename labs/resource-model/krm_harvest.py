@@ -1,0 +1,73 @@
+"""The harvest: several pickers add to one counter at once, through a function the learner writes.
+
+The lab's ``pickers`` controller (controllers/pickers.py) runs the learner's ``add_one(raw, path)``
+in four threads at once, five rounds, each call meant to put one tomato in the ConfigMap ``basket``.
+In every round all four pickers read the basket before any of them writes (the harness holds each
+picker's first read until all have read), so every round really is a race: an update that names
+the resourceVersion it read meets 409 Conflict three times in each round, and one that does not
+name it silently overwrites the others' tomatoes.
+
+The harness writes what it did to the ConfigMap ``harvest-report``; the API server counts the 409s
+in its own metrics. The exercise check reads both, and the basket itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from krmcourse import Lab
+from krmcourse.apiload import Metrics
+
+NAMESPACE = "model"
+BASKET = "basket"
+REPORT = "harvest-report"
+KEY = "tomatoes"
+PICKERS = 4
+ROUNDS = 5
+BASKET_PATH = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{BASKET}"
+REPORT_PATH = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{REPORT}"
+
+
+def starting_add_one(raw: Any, path: str) -> Any:
+    """Put one tomato in the basket: read how many there are, and write one more."""
+    basket = raw.get(path).body
+    count = int(basket["data"]["tomatoes"])
+    return raw.request("PATCH", path, {"data": {"tomatoes": str(count + 1)}},
+                       content_type="application/merge-patch+json")
+
+
+def conflicts(metrics_text: str) -> int:
+    """Updates of ConfigMaps that kube-apiserver refused with 409 Conflict since it started (PUT, PATCH)."""
+    parsed = Metrics.parse(metrics_text, ["apiserver_request_total"])
+    return int(parsed.total("apiserver_request_total", code="409", resource="configmaps", subresource="",
+                            verb={"PUT", "PATCH"}))
+
+
+def tomatoes(lab: Lab) -> int | None:
+    """How many tomatoes the basket holds, as the API server stores it (None without a basket)."""
+    basket = lab.get("configmap", BASKET, NAMESPACE)
+    if basket is None:
+        return None
+    try:
+        return int((basket.get("data") or {}).get(KEY, ""))
+    except ValueError:
+        return None
+
+
+def report(lab: Lab) -> dict[str, Any] | None:
+    """What the pickers recorded about their last harvest, or None while none has finished."""
+    cm = lab.get("configmap", REPORT, NAMESPACE)
+    if cm is None:
+        return None
+    return {k: json.loads(v) for k, v in (cm.get("data") or {}).items()}
+
+
+def summary(lab: Lab) -> dict[str, Any]:
+    """The last harvest in one row: tomatoes picked and in the basket, conflicts seen by the API server."""
+    done = report(lab) or {}
+    before = done.get("conflictsBefore")
+    return {"picked": done.get("expected"), "in the basket": tomatoes(lab),
+            "409s seen by the pickers": done.get("conflictsSeen"),
+            "409s counted by the API server": None if before is None else conflicts(lab.metrics()) - before,
+            "errors": done.get("errors")}
