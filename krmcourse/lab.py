@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import inspect
 import json
 import os
@@ -559,8 +560,9 @@ class Lab:
     # ----------------------------------------------------------------- identities
     def can_i(self, who: str, verb: str, resource: str, namespace: str | None = None,
               subresource: str | None = None) -> bool:
-        """The API server's own answer to "may ``who`` do this?" (``kubectl auth can-i --as``, which sends
-        a SubjectAccessReview). ``who`` is a user, or ``namespace/name`` for a ServiceAccount."""
+        """The API server's own answer to "may ``who`` do this?" (``kubectl auth can-i --as``: a
+        SelfSubjectAccessReview sent as ``who``, by impersonation, so the lab's admin credentials are
+        needed). ``who`` is a user, or ``namespace/name`` for a ServiceAccount."""
         if "/" in who and ":" not in who:
             account_namespace, account = who.split("/", 1)
             who = f"system:serviceaccount:{account_namespace}:{account}"
@@ -569,7 +571,8 @@ class Lab:
             args += ["-n", namespace]
         if subresource:
             args.append(f"--subresource={subresource}")
-        return self.kubectl(*args, check=False).strip() == "yes"
+        answer = self.kubectl(*args, check=False).strip().splitlines()
+        return bool(answer) and answer[0].strip() == "yes"
 
     def kubeconfig_for(self, serviceaccount: str, namespace: str, hours: int = 12) -> Path:
         """A kubeconfig that authenticates as a ServiceAccount, for least-privilege processes."""
@@ -609,8 +612,8 @@ class Lab:
         # interpreter's, say) adopts it while it runs; an edited script starts afresh.
         code = (self.path / script).stat()  # a relative script runs from the lab folder
         # A learner's code (see save_code), passed as an argument or a setting, counts as code too: an
-        # edit restarts the process.
-        saved = [(arg, Path(arg).stat().st_mtime_ns, Path(arg).stat().st_size)
+        # edit restarts the process, and the same code saved again does not.
+        saved = [(arg, hashlib.sha256(Path(arg).read_bytes()).hexdigest())
                  for arg in [*argv, *(env or {}).values()]
                  if arg.startswith(str(self.home / "code")) and Path(arg).is_file()]
         identity = json.dumps([argv, sorted((env or {}).items()), str(kubeconfig or self.kubeconfig),

@@ -76,4 +76,7 @@ def progress(lab_names: list[str] | None = None) -> list[dict[str, str]]:
                 rows.append({"lab": spec.name, "exercise": ex.id, "state": "stuck", "hint": exc.message})
             except KrmcourseError as exc:
                 rows.append({"lab": spec.name, "exercise": ex.id, "state": "error", "hint": exc.message})
+            except Exception as exc:  # noqa: BLE001 - one check's own fault must not hide the rest of the room
+                rows.append({"lab": spec.name, "exercise": ex.id, "state": "error",
+                             "hint": f"the check itself failed: {type(exc).__name__}: {exc}"})
     return rows

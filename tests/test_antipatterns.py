@@ -94,12 +94,10 @@ def test_operator_converges_after_sigkill_with_least_privilege(lab: Lab) -> None
         lab.wait_until(honoured, timeout=60, message="the restarted operator did not catch up")
     finally:
         operator.stop()
-    user = "--as=system:serviceaccount:krm-system:fancydns-operator"
-    resource = "fancydnses.dns.krmcourse.dev"
-    assert lab.kubectl("auth", "can-i", "patch", resource, "--subresource=status", "-n", "dns", user).strip() == "yes"
+    operator, resource = "krm-system/fancydns-operator", "fancydnses.dns.krmcourse.dev"
+    assert lab.can_i(operator, "patch", resource, namespace="dns", subresource="status")
     for verb in ("update", "delete"):
-        assert lab.kubectl("auth", "can-i", verb, resource, "-n", "dns", user,
-                           check=False).strip().startswith("no")
+        assert not lab.can_i(operator, verb, resource, namespace="dns")
 
 
 @pytest.mark.cluster

@@ -90,6 +90,12 @@ def test_checks_fail_then_pass_and_up_at_skips_ahead(labs_root):
         assert subprocess.run([*cli, "check", "extra", "label-namespace"], capture_output=True).returncode == 0
         rows = workshop.progress()
         assert [r["state"] for r in rows] == ["solved", "solved"]
+        # A check with a bug of its own is one row that says so, not an end to the instructor's view.
+        broken = lab.spec.exercise("label-namespace").path
+        broken.write_text(broken.read_text() + "\n\ndef check(lab):\n    return {}['oops']\n")
+        rows = workshop.progress()
+        assert [r["state"] for r in rows] == ["solved", "error"]
+        assert "KeyError" in rows[1]["hint"]
     finally:
         lab.down()
 

@@ -170,6 +170,8 @@ def test_a_learners_code_is_saved_private_and_an_edit_restarts_its_controller(tm
         first.wait_for_log("loaded True")
         again = Lab("sandbox", instance="savecode")  # as another kernel, or `krmcourse solve`, would
         assert again.run_controller(script, str(saved), name="loader").adopted  # same code: the same process
+        again.save_code("predicate", _wants)  # a cell run twice saves the same code again: the same process
+        assert Lab("sandbox", instance="savecode").run_controller(script, str(saved), name="loader").pid == first.pid
         lab.save_code("predicate", "def _wants(old, new):\n    return False\n")
         second = Lab("sandbox", instance="savecode").run_controller(script, str(saved), name="loader")
         assert not second.adopted and _gone(first.pid)

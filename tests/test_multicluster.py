@@ -1,5 +1,6 @@
 """The multi-cluster lab's controller: clusters join and leave while it runs, a removed cluster's watch
-really ends on that cluster's API server, and after a SIGKILL the controller converges on restart."""
+really ends on that cluster's API server (with the let-go step of the exercise's reference solution), and
+after a SIGKILL the controller converges on restart."""
 
 from __future__ import annotations
 
@@ -16,12 +17,25 @@ from krmcourse.labcode import lab_module
 LAB = Path(__file__).resolve().parent.parent / "labs" / "multi-cluster"
 
 
-def test_a_bad_membership_folder_is_a_clear_error(tmp_path: Path) -> None:
-    missing = tmp_path / "nowhere"
-    done = subprocess.run([sys.executable, str(LAB / "controllers" / "fleet.py"), "--clusters", str(missing)],
+def _run_fleet(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(LAB / "controllers" / "fleet.py"), *args],
                           capture_output=True, text=True, timeout=60)
+
+
+def test_a_bad_membership_folder_is_a_clear_error(tmp_path: Path) -> None:
+    step = tmp_path / "let_go.py"
+    step.write_text("def let_go(fleet, name):\n    fleet.members.pop(name)\n")
+    done = _run_fleet("--clusters", str(tmp_path / "nowhere"), "--let-go", str(step))
     assert done.returncode == 2
     assert "is not a folder" in done.stderr and "create it" in done.stderr
+
+
+def test_a_let_go_file_without_the_step_is_a_clear_error(tmp_path: Path) -> None:
+    step = tmp_path / "let_go.py"
+    step.write_text("def forget(fleet, name):\n    pass\n")
+    done = _run_fleet("--clusters", str(tmp_path), "--let-go", str(step))
+    assert done.returncode == 2
+    assert "does not define a function let_go(fleet, name)" in done.stderr and "lab.save_code" in done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +58,9 @@ def fl(clusters) -> ModuleType:  # noqa: ANN001
 
 @pytest.fixture
 def fleet(clusters, fl) -> Iterator:  # noqa: ANN001
-    """The fleet controller, running in the east cluster, with no member yet."""
-    run = fl.FleetRun(clusters[0])
-    run.start()
+    """The fleet controller, hosted by the east lab with the exercise's reference let-go step, no member yet."""
+    clusters[0].solve("let-a-cluster-go")
+    run = fl.FleetRun(clusters[0])  # adopts the controller that solve started
     yield run
     run.stop()
 
@@ -57,7 +71,8 @@ def test_join_mirror_leave_and_watches_end(clusters, fl, fleet) -> None:  # noqa
     fleet.join("east", east.kubeconfig)
     before = fl.configmap_watches(west)
     fleet.join("west", west.kubeconfig)
-    joined = fl.configmap_watches(west)
+    # The join returns once west is listed; its watch may reach west's API server a moment later.
+    joined = east.wait_until(lambda: (n := fl.configmap_watches(west)) > before and n, timeout=15)
     assert joined > before
     fl.put_source(east, "alpha", x="1")
     fl.put_source(west, "beta", y="2")

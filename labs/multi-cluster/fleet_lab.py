@@ -2,7 +2,9 @@
 
 The controller (``controllers/fleet.py``) learns its members from a folder: one
 ``<cluster>.kubeconfig`` per cluster. ``FleetRun`` keeps that folder inside the host lab's own state
-folder, starts the controller with ``lab.run_controller`` and stops it with the lab.
+folder and starts the lab's declared controller ``fleet`` there with ``lab.start``, with the let-go
+step the learner saved (``lab.save_code``); the exercise's check runs a copy of its own, under
+another name and in another namespace.
 """
 
 from __future__ import annotations
@@ -15,36 +17,72 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from krmcourse import apiload
 
 HERE = Path(__file__).resolve().parent
 CONTROLLER = HERE / "controllers" / "fleet.py"
+NAME = "fleet"  # the controller lab.yaml declares
 NS = "fleet"
 MIRROR = "fleet.krmcourse.dev/mirror"
 SOURCE = "fleet.krmcourse.dev/source-cluster"
 KEY = re.compile(r"reconcile (\S+\|\S+) -> (\S+): (\w+) (\S+)")
 
 
-class FleetRun:
-    """The membership folder and the running controller, hosted by one lab (its logs live there)."""
+def running_let_go(host: Any, name: str = NAME) -> Path | None:
+    """The let-go file the host lab's running fleet controller was started with; None if none runs."""
+    pid = host.running().get(name)
+    if pid is None:
+        return None
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return None
+    return Path(argv[argv.index("--let-go") + 1]) if "--let-go" in argv[:-1] else None
 
-    def __init__(self, host: Any) -> None:
+
+class FleetRun:
+    """The membership folder and the running controller, hosted by one lab (its logs live there).
+
+    ``name`` is the lab's declared controller ``fleet`` unless another is given: a private copy, run
+    with ``lab.run_controller``, over its own folder and ``namespace``.
+    """
+
+    def __init__(self, host: Any, name: str = NAME, namespace: str = NS) -> None:
         self.host = host
-        self.folder = host.home / "fleet-members"
-        shutil.rmtree(self.folder, ignore_errors=True)
-        self.folder.mkdir(parents=True)
+        self.name = name
+        self.namespace = namespace
+        self.folder = host.home / f"{name}-members"
+        self.folder.mkdir(parents=True, exist_ok=True)
         self.ctl: apiload.MeteredProcess | None = None
 
-    def start(self) -> apiload.MeteredProcess:
-        self.ctl = apiload.start_metered(self.host, CONTROLLER, "--clusters", str(self.folder), name="fleet",
-                                         ready="following")
+    def start(self, let_go: Path) -> apiload.MeteredProcess:
+        """Start the controller with this let-go step (or adopt it, when it already runs with it)."""
+        args = ("--clusters", str(self.folder), "--let-go", str(let_go), "--namespace", self.namespace)
+        if self.name == NAME:
+            proc = self.host.start(NAME, *args)
+        else:
+            proc = self.host.run_controller(CONTROLLER, *args, name=self.name)
+            proc.wait_for_log("following", timeout=30)
+        self.ctl = apiload.MeteredProcess(proc, apiload.metrics_url(proc))
         return self.ctl
 
     @property
     def proc(self) -> Any:
+        if self.ctl is None or not self.ctl.proc.alive:
+            step = running_let_go(self.host, self.name)  # started since, by a solution cell, say: adopt it
+            if step is not None:
+                self.start(step)
         if self.ctl is None:
-            raise RuntimeError("The fleet controller is not running; call start() first.")
+            raise RuntimeError(f"The {self.name} controller is not running; call start() first.")
         return self.ctl.proc
+
+    def metrics(self) -> apiload.Metrics:
+        """The controller's own Prometheus metrics, now."""
+        self.proc  # noqa: B018 - adopts a controller restarted since
+        assert self.ctl is not None
+        return self.ctl.metrics()
 
     def _wait_log(self, text: str, count: int, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -100,28 +138,30 @@ class FleetRun:
     def stop(self) -> None:
         if self.ctl is not None:
             self.ctl.stop()
+        if self.name == NAME:
+            self.host.stop(NAME)  # whoever started it
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def put_source(lab: Any, name: str, **data: str) -> None:
-    """A ConfigMap in namespace fleet that the controller should mirror to every other member."""
+def put_source(lab: Any, name: str, namespace: str = NS, **data: str) -> None:
+    """A ConfigMap (in namespace fleet) that the controller should mirror to every other member."""
     lab.apply({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": name, "namespace": NS, "labels": {MIRROR: "true"}}, "data": data})
+               "metadata": {"name": name, "namespace": namespace, "labels": {MIRROR: "true"}}, "data": data})
 
 
-def copies(lab: Any) -> dict[str, dict]:
+def copies(lab: Any, namespace: str = NS) -> dict[str, dict]:
     """The mirrored copies in one cluster: name -> data."""
-    listed = json.loads(lab.kubectl("get", "configmaps", "-n", NS, "-l", SOURCE, "-o", "json"))
+    listed = json.loads(lab.kubectl("get", "configmaps", "-n", namespace, "-l", SOURCE, "-o", "json"))
     return {item["metadata"]["name"]: item.get("data", {}) for item in listed["items"]}
 
 
 def wait_copies(lab: Any, want: set[str], absent: set[str] | None = None,
-                timeout: float = 30) -> dict[str, dict]:
+                timeout: float = 30, namespace: str = NS) -> dict[str, dict]:
     """Wait until the cluster holds every copy in ``want`` and none in ``absent``; return the copies."""
     absent = absent or set()
 
     def settled() -> tuple[dict[str, dict]] | None:
-        found = copies(lab)  # may be empty, so wrap it: wait_until waits for something truthy
+        found = copies(lab, namespace)  # may be empty, so wrap it: wait_until waits for something truthy
         return (found,) if want <= set(found) and not absent & set(found) else None
 
     return lab.wait_until(settled, timeout=timeout, interval=0.3,

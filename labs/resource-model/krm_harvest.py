@@ -22,9 +22,12 @@ from krmcourse.apiload import Metrics
 NAMESPACE = "model"
 BASKET = "basket"
 REPORT = "harvest-report"
+HARNESS = "pickers-harness"  # the pickers' harness: its user agent, and so its field manager
 KEY = "tomatoes"
 PICKERS = 4
 ROUNDS = 5
+#: How long a picker that has read waits for the others to read too: a round is a race only then.
+BARRIER_SECONDS = 10
 BASKET_PATH = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{BASKET}"
 REPORT_PATH = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{REPORT}"
 
@@ -38,10 +41,11 @@ def starting_add_one(raw: Any, path: str) -> Any:
 
 
 def conflicts(metrics_text: str) -> int:
-    """Updates of ConfigMaps that kube-apiserver refused with 409 Conflict since it started (PUT, PATCH)."""
+    """Updates of ConfigMaps that kube-apiserver refused with 409 Conflict since it started (PUT, PATCH, and
+    server-side apply, which the API server counts as APPLY)."""
     parsed = Metrics.parse(metrics_text, ["apiserver_request_total"])
     return int(parsed.total("apiserver_request_total", code="409", resource="configmaps", subresource="",
-                            verb={"PUT", "PATCH"}))
+                            verb={"PUT", "PATCH", "APPLY"}))
 
 
 def tomatoes(lab: Lab) -> int | None:
@@ -56,11 +60,22 @@ def tomatoes(lab: Lab) -> int | None:
 
 
 def report(lab: Lab) -> dict[str, Any] | None:
-    """What the pickers recorded about their last harvest, or None while none has finished."""
-    cm = lab.get("configmap", REPORT, NAMESPACE)
+    """What the pickers recorded about their last harvest, or None while none has finished.
+
+    Under ``writers`` it also gives the field managers that wrote the report: the harness alone
+    (``HARNESS``, from its user agent), unless someone edited it by hand. A value that is not JSON
+    is kept as the text it is."""
+    cm = lab.get("configmap", REPORT, NAMESPACE, show_managed_fields=True)
     if cm is None:
         return None
-    return {k: json.loads(v) for k, v in (cm.get("data") or {}).items()}
+    found: dict[str, Any] = {}
+    for key, value in (cm.get("data") or {}).items():
+        try:
+            found[key] = json.loads(value)
+        except ValueError:
+            found[key] = value
+    found["writers"] = sorted({m.get("manager", "?") for m in cm["metadata"].get("managedFields", [])})
+    return found
 
 
 def summary(lab: Lab) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import httpx
+
 from krmcourse import CheckFailed, Lab
 
 #: "Far below the limit": a Site this size is 1/24 of etcd's 1.5 MiB request limit.
@@ -23,10 +25,13 @@ def check(lab: Lab) -> None:
     tel = lab.support("site_telemetry")
     if tel.ingest_url(lab) is None:
         raise CheckFailed("No site recorder is running, so the devices' readings reach nobody and there is "
-                          "nothing to measure.")
+                          "nothing to measure.",
+                          "Run the exercise's cell: it saves your record() and starts the recorder with it.")
     try:
         storm = tel.storm(lab)
-    except Exception as err:  # noqa: BLE001 - a recorder that dies mid-storm is the learner's to see
+    except LookupError as err:  # no Site, or a recorder that never said where it listens
+        raise CheckFailed(str(err), "'krmcourse reset api-anti-patterns' brings the Site back.") from None
+    except httpx.HTTPError as err:  # a recorder that dies mid-storm is the learner's to see
         raise CheckFailed(f"The site recorder stopped answering during the storm ({type(err).__name__}: {err}); "
                           "lab.logs('site-recorder') shows why.") from None
     sent, kib = storm.sent, storm.bytes_after / tel.KIB

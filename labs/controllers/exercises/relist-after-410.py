@@ -136,6 +136,13 @@ def check(lab: Lab) -> None:
         raise CheckFailed(f"The controller met 410 Gone ({gone.strip()!r}). Since then {NAMESPACE}/{LATE} was "
                           f"created or changed (generation {generation}), and its status still describes "
                           f"generation {seen}: the Greetings informer no longer sees changes.")
+    after_gone = _since(lab, mark).split("410 Gone", 1)[-1]
+    if "greetings: listed" not in after_gone:
+        raise CheckFailed(f"{NAMESPACE}/{LATE} was reconciled, but after 410 Gone the Greetings informer never listed "
+                          "again: a watch from the start replays what exists now, yet says nothing of what was "
+                          "deleted during the outage, so those objects stay in the cache for good.",
+                          "After informer.Expired, replace the cache with a fresh list (informer.relist()) and "
+                          "watch from the list's resourceVersion.")
 
 
 def solve(lab: Lab) -> None:
@@ -172,6 +179,15 @@ async def _give_up(informer, resource_version):  # noqa: ANN001, ANN202
             return
 
 
+async def _watch_from_now(informer, resource_version):  # noqa: ANN001, ANN202
+    """After 410, watch from "" (the current state, replayed as additions) instead of listing."""
+    while True:
+        try:
+            resource_version = await informer.watch(resource_version)
+        except informer.Expired:
+            resource_version = await informer.watch("")
+
+
 def _run(lab: Lab, loop: Callable[..., Any]) -> None:
     lab.start(CONTROLLER, *ARGS, "--watch-loop", str(lab.save_code("keep-watching", loop)))
 
@@ -187,6 +203,7 @@ def _restart_by_hand(lab: Lab) -> None:
 WRONG: dict[str, Callable[[Lab], None]] = {
     "the resume loop as given (the same resourceVersion again after 410)": lambda lab: _run(lab, _as_given),
     "stop watching on 410": lambda lab: _run(lab, _give_up),
+    "watch from the current state after 410, without a list": lambda lab: _run(lab, _watch_from_now),
     "restart the controller by hand": _restart_by_hand,
     "the built-in loop, which lists after every watch (no resume loop)": lambda lab: lab.start(CONTROLLER, *ARGS),
 }

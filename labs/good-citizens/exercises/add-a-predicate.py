@@ -26,7 +26,8 @@ def check(lab: Lab) -> None:
     gc = _support(lab)
     url = gc.controller_url(lab)
     if url is None:
-        raise CheckFailed(f"The lab's {CONTROLLER} is not running, so nothing reconciles widgets storm-*.")
+        raise CheckFailed(f"The lab's {CONTROLLER} is not running, so nothing reconciles widgets storm-*.",
+                          "Run the exercise's cell: it saves your predicate and starts the controller with it.")
     rest = RestClient(lab.kubeconfig)
     try:
         if not _converged(lab, gc, rest):

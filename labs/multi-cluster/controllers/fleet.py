@@ -11,15 +11,20 @@ style kcp uses: ``east|fleet/greeting``. When a source goes, or its cluster leav
 A controller cannot clean up inside a cluster it has already forgotten, so copies *in* a cluster
 that leaves stay there.
 
-Usage: fleet.py --clusters DIR [--namespace fleet]
+How a member is let go is a step of its own, ``let_go(fleet, name)``, loaded from the file given with
+``--let-go`` (the notebook's exercise writes it; ``lab.save_code`` saves it).
+
+Usage: fleet.py --clusters DIR --let-go FILE [--namespace fleet]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +41,7 @@ from krmcourse.controllerkit import (
     run_loop,
     serve_metrics,
 )
+from krmcourse.labcode import script_module
 
 MIRROR = "fleet.krmcourse.dev/mirror"
 SOURCE = "fleet.krmcourse.dev/source-cluster"
@@ -56,6 +62,13 @@ class Member:
     task: asyncio.Task[None] | None = None
     stamp: float = field(default=0.0)
 
+    async def close(self) -> None:
+        """Close this member's client: its HTTP connections, and kr8s's cached copy of it."""
+        session = getattr(self.client.api, "_session", None)  # kr8s has no public close
+        if session is not None:
+            await session.aclose()
+        forget_client(self.client.api)
+
 
 def forget_client(api: object) -> None:
     """Drop a client from kr8s's cache, which is keyed by the kubeconfig path: a cluster that joins
@@ -69,11 +82,13 @@ def forget_client(api: object) -> None:
 
 
 class Fleet:
-    def __init__(self, folder: Path, namespace: str) -> None:
+    def __init__(self, folder: Path, namespace: str, let_go: Callable[..., object]) -> None:
         self.folder = folder
         self.ns = namespace
         self.members: dict[str, Member] = {}
         self.queue = WorkQueue()
+        self.let_go = let_go
+        self.kept: set[str] = set()  # let go of, yet still members: not asked again until they rejoin
 
     # ---- membership: watches are easy to add, and take care to remove
     async def add(self, name: str, kubeconfig: Path) -> None:
@@ -87,6 +102,7 @@ class Fleet:
         cache.handlers.append(lambda kind, old, new: self.on_event(name, old, new))
         member.task = asyncio.create_task(cache.run(), name=f"cache-{name}")
         self.members[name] = member
+        self.kept.discard(name)
         MEMBERS.set(len(self.members))
         try:
             await asyncio.wait_for(cache.synced.wait(), timeout=20)
@@ -100,17 +116,19 @@ class Fleet:
                     self.enqueue_for(other.name, obj)
 
     async def remove(self, name: str) -> None:
-        member = self.members.pop(name)
+        """A member leaves: the let-go step lets it go, then copies of its objects elsewhere are re-queued."""
+        try:
+            done = self.let_go(self, name)
+            if inspect.isawaitable(done):
+                await done
+        except Exception as exc:  # noqa: BLE001 - a failing step must not stop the other members
+            log(f"the let-go step for {name} raised {type(exc).__name__}: {exc}")
         MEMBERS.set(len(self.members))
-        if member.task is not None:
-            member.task.cancel()  # ends the watch stream: the API server sees the request finish
-            await asyncio.gather(member.task, return_exceptions=True)
-        session = getattr(member.client.api, "_session", None)  # kr8s has no public close
-        if session is not None:
-            await session.aclose()
-        forget_client(member.client.api)
-        self.queue.forget(lambda key: key.startswith(f"{name}|"))
-        log(f"left {name}: watch stopped, cache dropped")
+        if name in self.members:
+            self.kept.add(name)
+            log(f"left {name}: the let-go step returned, but {name} is still a member")
+            return
+        log(f"left {name}: no longer a member, {len(self.members)} left")
         for other in self.members.values():  # copies of the leaver's objects now have no source
             for obj in list(other.cache.store.values()):
                 if obj["metadata"].get("labels", {}).get(SOURCE) == name:
@@ -120,7 +138,7 @@ class Fleet:
         """Poll the membership folder (a local folder, not the API) and add or remove clusters."""
         while True:
             present = {p.stem: p for p in sorted(self.folder.glob("*.kubeconfig"))}
-            for name in [n for n in self.members if n not in present]:
+            for name in [n for n in self.members if n not in present and n not in self.kept]:
                 await self.remove(name)
             for name, path in present.items():
                 member = self.members.get(name)
@@ -190,12 +208,17 @@ async def main(argv: list[str]) -> None:
     serve_metrics()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clusters", type=Path, required=True, help="folder of <cluster>.kubeconfig files")
+    p.add_argument("--let-go", type=Path, required=True, help="a Python file that defines let_go(fleet, name)")
     p.add_argument("--namespace", default="fleet")
     args = p.parse_args(argv)
     if not args.clusters.is_dir():
         p.error(f"--clusters {args.clusters} is not a folder; create it and put <cluster>.kubeconfig files in it")
+    let_go = getattr(script_module(args.let_go), "let_go", None) if args.let_go.is_file() else None
+    if not callable(let_go):
+        p.error(f"--let-go {args.let_go} does not define a function let_go(fleet, name); save one with "
+                "lab.save_code('let-go', let_go)")
     warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
-    fleet = Fleet(args.clusters, args.namespace)
+    fleet = Fleet(args.clusters, args.namespace, let_go)
     log(f"following {args.clusters}")
     await asyncio.gather(fleet.follow_folder(), run_loop("mirror", fleet.queue, fleet.reconcile))
 

@@ -31,8 +31,9 @@ def solve(lab: Lab) -> None:
 def _strip_the_protection(lab: Lab) -> None:
     """Delete the claim, then take kubernetes.io/pvc-protection off it while the Pod still uses it."""
     lab.kubectl("delete", "pvc", "data", "-n", "db", "--wait=false")
-    # Right after a reset the protection controller may not have seen the Pod yet and lets the claim go
-    # at once; the claim is gone around the protection either way, so a patch that finds nothing is fine.
+    # The protection holds a claim only for Pods that are scheduled: right after a reset the Pod may not be
+    # yet, and the claim goes at once. It is gone around the protection either way, so a patch that finds
+    # nothing is fine.
     lab.kubectl("patch", "pvc", "data", "-n", "db", "--type=merge", "-p", '{"metadata": {"finalizers": null}}',
                 check=False)
     lab.wait_until(lambda: lab.get("pvc", "data", namespace="db") is None, timeout=30,

@@ -37,18 +37,19 @@ class Picker:
         self.conflicts = 0
         self._barrier: threading.Barrier | None = None
         self._requests = 0
+        self.apart = False  # this round, the others had not all read within harvest.BARRIER_SECONDS
 
     def begin(self, barrier: threading.Barrier) -> None:
-        self._barrier, self._requests = barrier, 0
+        self._barrier, self._requests, self.apart = barrier, 0, False
 
     def arrive(self) -> None:
         """Say "I have read" once per round; the first read of every picker returns only when all have read."""
         barrier, self._barrier = self._barrier, None
         if barrier is not None:
             try:
-                barrier.wait(timeout=30)
+                barrier.wait(timeout=harvest.BARRIER_SECONDS)
             except threading.BrokenBarrierError:
-                pass
+                self.apart = True
 
     def request(self, method: str, path: str, *args: Any, **kwargs: Any) -> Any:
         self._requests += 1
@@ -93,7 +94,7 @@ def main() -> None:
     parser.add_argument("--code", required=True, help="a file that defines add_one(raw, path)")
     args = parser.parse_args()
     kubeconfig = Path(os.environ["KUBECONFIG"])
-    admin = wire.RawClient(kubeconfig, user_agent="pickers-harness/1")
+    admin = wire.RawClient(kubeconfig, user_agent=f"{harvest.HARNESS}/1")
     add_one = getattr(script_module(Path(args.code)), "add_one", None)
     empty_the_basket(admin)
     before = harvest.conflicts(admin.get("/metrics").body.get("text", ""))
@@ -110,21 +111,29 @@ def main() -> None:
         finally:
             picker.arrive()  # a picker that never read must not hold up the others
 
+    rounds_apart = 0
     with ThreadPoolExecutor(harvest.PICKERS) as pool:
         for round_ in range(harvest.ROUNDS if add_one else 0):
             barrier = threading.Barrier(harvest.PICKERS)
             for picker in pickers:
                 picker.begin(barrier)
             list(pool.map(pick, pickers))
+            if any(p.apart for p in pickers):
+                rounds_apart += 1
+                log(f"round {round_ + 1}: the pickers did not all read before one wrote; the harvest stops")
+                break
             log(f"round {round_ + 1}: the basket holds", admin.get(harvest.BASKET_PATH).body.get("data"))
     expected = harvest.PICKERS * harvest.ROUNDS
     seen = sum(p.conflicts for p in pickers)
+    basket = admin.get(harvest.BASKET_PATH).body
+    # The basket as the harvest left it: a later hand edit changes its resourceVersion, which the check sees.
     record = {"pickers": harvest.PICKERS, "rounds": harvest.ROUNDS, "expected": expected,
-              "conflictsBefore": before, "conflictsSeen": seen, "errors": errors[:3]}
+              "conflictsBefore": before, "conflictsSeen": seen, "errors": errors[:3], "roundsApart": rounds_apart,
+              "basketVersion": basket.get("metadata", {}).get("resourceVersion")}
     admin.request("POST", f"/api/v1/namespaces/{harvest.NAMESPACE}/configmaps", {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": harvest.REPORT, "namespace": harvest.NAMESPACE},
         "data": {k: json.dumps(v) for k, v in record.items()}})
-    count = admin.get(harvest.BASKET_PATH).body.get("data", {}).get(harvest.KEY)
+    count = basket.get("data", {}).get(harvest.KEY)
     for error in errors[:3]:
         log("add_one failed:", error)
     log(f"harvest done: {expected} tomatoes picked, the basket holds {count}; the pickers met {seen} conflicts")

@@ -27,11 +27,28 @@ def check(lab: Lab) -> None:
             "No harvest has finished: there is no ConfigMap harvest-report in model. The pickers controller "
             "writes it when it has run add_one (lab.logs('pickers') shows how far it got)."
         )
+    if done["writers"] != [h.HARNESS] or not isinstance(done.get("expected"), int):
+        raise CheckFailed(
+            f"ConfigMap {h.REPORT} was not left as the pickers' harness wrote it (its writers: "
+            f"{', '.join(done['writers'])}), so it says nothing about a harvest.",
+            "Delete it and start the pickers again with your add_one: lab.start('pickers', '--code', path).")
     if done.get("errors"):
         raise CheckFailed(f"add_one failed during the last harvest: {done['errors'][0]}")
+    if done.get("roundsApart"):
+        raise CheckFailed(
+            f"In a round of the harvest the pickers did not all read the basket within "
+            f"{h.BARRIER_SECONDS} s before one of them wrote: add_one kept them apart (a lock, or a wait), so they "
+            "never raced, and the harvest stopped there.",
+            "Let every picker read and write at once, as separate clients do, and make each write conditional "
+            "on what it read.")
     picked, count = done["expected"], h.tomatoes(lab)
     if count is None:
         raise CheckFailed(f"The basket ConfigMap has no whole number under data.{h.KEY}.")
+    basket = lab.get("configmap", h.BASKET, h.NAMESPACE) or {}
+    if basket.get("metadata", {}).get("resourceVersion") != done.get("basketVersion"):
+        raise CheckFailed(
+            "The basket was written after the harvest ended, so its count is not the pickers' count.",
+            "Leave the basket to the pickers: start them again with your add_one, and they empty it first.")
     if count < picked:
         raise CheckFailed(
             f"{done['pickers']} pickers picked {picked} tomatoes, but the basket holds {count}: {picked - count} "
@@ -43,7 +60,7 @@ def check(lab: Lab) -> None:
     races = done["pickers"] - 1
     needed = races * done["rounds"]
     refused = h.conflicts(lab.metrics()) - done["conflictsBefore"]
-    if refused < needed:
+    if refused < needed or done["conflictsSeen"] < needed:
         raise CheckFailed(
             f"The basket holds {count}, but since the harvest began kube-apiserver refused only {refused} "
             f"ConfigMap updates with 409 Conflict. In each of the {done['rounds']} rounds, {races} of the "
@@ -86,6 +103,17 @@ def _put_without_resource_version(raw, path):
     return raw.put(path, basket)
 
 
+def _one_at_a_time(raw, path):
+    """Hold a lock around read and write, so no two pickers ever race."""
+    import threading
+
+    lock = globals().setdefault("LOCK", threading.Lock())
+    with lock:
+        count = int(raw.get(path).body["data"]["tomatoes"])
+        return raw.request("PATCH", path, {"data": {"tomatoes": str(count + 1)}},
+                           content_type="application/merge-patch+json")
+
+
 def _write_the_total_by_hand(lab: Lab) -> None:
     """Harvest with the blind patch, then set the basket to the number picked."""
     _harvest_with(lab, _blind_merge_patch)
@@ -94,9 +122,19 @@ def _write_the_total_by_hand(lab: Lab) -> None:
                 "-p", json.dumps({"data": {h.KEY: str(h.PICKERS * h.ROUNDS)}}))
 
 
+def _write_the_total_and_the_baseline(lab: Lab) -> None:
+    """As above, and also set the report's baseline of 409s to 0, so that every 409 ever counted seems new."""
+    _write_the_total_by_hand(lab)
+    h = lab.support("krm_harvest")
+    lab.kubectl("patch", "configmap", h.REPORT, "-n", h.NAMESPACE, "--type=merge",
+                "-p", json.dumps({"data": {"conflictsBefore": "0"}}))
+
+
 #: What a hurried learner might try instead: each must leave the check failing, with a hint.
 WRONG: dict[str, Callable[[Lab], None]] = {
     "a blind merge patch of count + 1": lambda lab: _harvest_with(lab, _blind_merge_patch),
     "a PUT that drops the resourceVersion": lambda lab: _harvest_with(lab, _put_without_resource_version),
+    "a lock around read and write (no race at all)": lambda lab: _harvest_with(lab, _one_at_a_time),
     "write the final number by hand": _write_the_total_by_hand,
+    "write the final number and the report's 409 baseline by hand": _write_the_total_and_the_baseline,
 }

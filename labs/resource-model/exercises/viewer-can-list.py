@@ -1,6 +1,6 @@
 """Exercise: let the ServiceAccount ``model/viewer`` read Plants in ``model``, and do nothing else.
 
-The check asks the API server's own authorizer (``kubectl auth can-i --as``, a SubjectAccessReview),
+The check asks the API server's own authorizer (``lab.can_i``, which impersonates the account),
 so it tests the effect of whatever Roles and bindings the learner wrote, not their exact shape. It
 also asks about ``model/nobody``, another ServiceAccount of the namespace: a grant to a whole group
 of identities lets the viewer read plants, but it is not the viewer's own.
@@ -36,8 +36,7 @@ subjects:
 
 def can(lab: Lab, verb: str, resource: str, namespace: str, who: str = WHO) -> bool:
     """Whether ``who`` (the viewer) may do ``verb`` on ``resource`` in ``namespace``, as the authorizer decides."""
-    answer = lab.kubectl("auth", "can-i", verb, resource, "-n", namespace, f"--as={who}", check=False)
-    return answer.strip().splitlines()[0].strip() == "yes" if answer.strip() else False
+    return lab.can_i(who, verb, resource, namespace=namespace)
 
 
 def check(lab: Lab) -> None:

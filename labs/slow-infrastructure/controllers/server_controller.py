@@ -69,6 +69,9 @@ WAITED = Counter(
     "server_controller_reconciles_waited",
     "Reconciles still running when an inspection they had seen under way ended",
 )
+#: A step only asks the metal service (milliseconds); one that holds the worker longer is waiting.
+SLOW_STEP_SECONDS = 1.5
+SLOW_STEPS = Counter("server_controller_slow_steps", f"Steps that held the one worker for over {SLOW_STEP_SECONDS} s")
 
 
 def now() -> str:
@@ -288,10 +291,14 @@ class Controller:
         try:
             result = await asyncio.to_thread(self.step, copy.deepcopy(obj), self.metal)
         finally:
+            took = time.monotonic() - began
             for host in self.metal.waited_for():
                 WAITED.inc()
-                log(f"{key}: this reconcile waited {time.monotonic() - began:.1f} s, until the inspection "
+                log(f"{key}: this reconcile waited {took:.1f} s, until the inspection "
                     f"of {host} ended; every other Server waited for it too")
+            if took > SLOW_STEP_SECONDS:
+                SLOW_STEPS.inc()
+                log(f"{key}: the step held the worker for {took:.1f} s; no other Server was served meanwhile")
         if not isinstance(result, dict) or set(result) - {"status", "requeue_after"}:
             raise TypeError(f"the step returned {result!r}; it should return a dict with the keys "
                             "'status' and/or 'requeue_after'")

@@ -44,7 +44,9 @@ def _check(lab: Lab, wc: Any, rest: RestClient) -> None:
     try:
         _, own = wc.checksummer_metrics(lab)
     except KrmcourseError:
-        raise CheckFailed("The checksum controller is not running, so no checksum is kept up to date.") from None
+        raise CheckFailed("The checksum controller is not running, so no checksum is kept up to date.",
+                          "Run the exercise's cell: it saves your cache options and starts the controller "
+                          "with them; lab.logs('checksummer') says why an earlier start stopped.") from None
     # The job: a labelled Secret changes, and its new checksum must be recorded.
     want = wc.rotate(rest)
     key = f"{wc.VAULT}.{wc.ROTATED}"  # where the controller records it: <namespace>.<name>
