@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from .errors import UsageError
 from .paths import labs_dir
@@ -70,3 +73,21 @@ def script_module(path: Path) -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def saved_function(path: Path, preferred: str | None = None) -> Callable[..., Any]:
+    """The function a learner's file holds (see :meth:`krmcourse.Lab.save_code`), for a controller to call.
+
+    The file is imported by path (:func:`script_module`). Its function called ``preferred`` is taken
+    when there is one, else the one function the file defines, whatever the learner named it. Anything
+    else stops the controller (``SystemExit``) with a message that names the file and what it defines.
+    """
+    module = script_module(Path(path))
+    functions = {name: f for name, f in vars(module).items()
+                 if inspect.isfunction(f) and f.__module__ == module.__name__}
+    if preferred is not None and preferred in functions:
+        return functions[preferred]
+    if len(functions) == 1:
+        return next(iter(functions.values()))
+    wanted = f"one function (or one called {preferred})" if preferred else "exactly one function"
+    raise SystemExit(f"{path} should define {wanted}; it defines {sorted(functions) or 'none'}.")

@@ -76,14 +76,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-    """A failed test shows the end of each controller log it left running: what the controller saw."""
+    """A failed test shows the end of each controller log it started or adopted: what the controller saw.
+
+    A process that has exited is shown too, and says so: a controller that died is often the reason."""
     outcome = yield
     report = outcome.get_result()
     if report.failed and call.when == "call":
         from krmcourse import processes
 
-        for proc in processes.running():
-            report.sections.append((f"log of {proc.name} (last 4000 characters)", proc.logs()[-4000:]))
+        shown: set[Path] = set()
+        for proc in processes.seen():
+            if proc.log_path in shown:
+                continue
+            shown.add(proc.log_path)
+            state = "running" if proc.alive else "exited"
+            report.sections.append((f"log of {proc.name}, {state} (last 4000 characters)", proc.logs()[-4000:]))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

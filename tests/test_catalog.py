@@ -107,3 +107,18 @@ def test_a_lab_loads_its_own_support_module(labs_root):
     assert module.__file__ == str(labs_root / "extra" / "extra_support.py")
     with pytest.raises(ModuleNotFoundError, match="extra_helpers"):
         Lab("extra").support("extra_helpers")
+
+
+def test_a_learners_saved_file_gives_its_function_by_name_or_as_the_only_one(tmp_path: Path) -> None:
+    from krmcourse.labcode import saved_function
+
+    (tmp_path / "named.py").write_text("def helper():\n    return 1\n\ndef wakes(old, new):\n    return True\n")
+    (tmp_path / "only.py").write_text("def whatever_they_called_it(widget):\n    return 2.5\n")
+    (tmp_path / "two.py").write_text("def a():\n    pass\n\ndef b():\n    pass\n")
+    assert saved_function(tmp_path / "named.py", "wakes").__name__ == "wakes"
+    assert saved_function(tmp_path / "only.py", "requeue_after")({}) == 2.5
+    with pytest.raises(SystemExit, match=r"two.py should define one function \(or one called reconcile\); "
+                                         r"it defines \['a', 'b'\]"):
+        saved_function(tmp_path / "two.py", "reconcile")
+    with pytest.raises(SystemExit, match="should define exactly one function"):
+        saved_function(tmp_path / "named.py")

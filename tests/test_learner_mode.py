@@ -72,6 +72,57 @@ def test_every_solution_cell_names_an_exercise_of_its_lab() -> None:
         assert set(shown) <= known, f"{path.name}: {set(shown) - known} are not exercises of {labs}"
 
 
+def exercise_shape_problems(path: Path) -> list[str]:
+    """Where an exercise departs from the one shape every exercise has.
+
+    The shape: a prompt (markdown); a check cell run before the learner starts, which prints the hint
+    ("Not solved yet: ...") instead of stopping; at least one code cell for the learner's turn; the
+    hidden solution cell; then the check again, as the first line of the next cell.
+    """
+    cells = nbformat.read(path, as_version=4).cells
+    problems, since = [], 0  # since: the first cell after the previous exercise
+    for index, cell in enumerate(cells):
+        match = SOLUTION_CELL.fullmatch(cell.source.strip()) if "solution" in cell.metadata.get("tags", []) else None
+        if not match:
+            continue
+        var, exercise = match.groups()
+        where = f"{path.name}, exercise {exercise}"
+        first = [k for k in range(since, index) if cells[k].cell_type == "code"
+                 and f'{var}.check("{exercise}")' in cells[k].source
+                 and "except CheckFailed" in cells[k].source and "Not solved yet" in cells[k].source]
+        if not first:
+            problems.append(f"{where}: no check cell before the learner's turn (try: {var}.check(...) "
+                            "except CheckFailed: print('Not solved yet:', ...))")
+        else:
+            if not any(cells[k].cell_type == "markdown" for k in range(since, first[0])):
+                problems.append(f"{where}: no prompt (a markdown cell) before its first check")
+            if not any(cells[k].cell_type == "code" for k in range(first[0] + 1, index)):
+                problems.append(f"{where}: no cell for the learner's turn between the first check and the solution")
+        after = cells[index + 1] if index + 1 < len(cells) else None
+        if after is None or after.cell_type != "code" or not after.source.startswith(f'{var}.check("{exercise}")'):
+            problems.append(f"{where}: the cell after the solution must start with {var}.check(\"{exercise}\")")
+        since = index + 2
+    return problems
+
+
+def test_every_exercise_has_the_same_shape_in_every_notebook() -> None:
+    problems = [p for path in NOTEBOOKS for p in exercise_shape_problems(path)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_shape_check_catches_an_exercise_without_its_first_check(tmp_path: Path) -> None:
+    first = 'try:\n    lab.check("x")\nexcept CheckFailed as failed:\n    print("Not solved yet:", failed)'
+    good = [nbformat.v4.new_markdown_cell("### Exercise: x"), nbformat.v4.new_code_cell(first),
+            nbformat.v4.new_code_cell("# Your turn"),
+            nbformat.v4.new_code_cell('lab.show_solution("x")', metadata={"tags": ["solution"]}),
+            nbformat.v4.new_code_cell('lab.check("x")')]
+    nbformat.write(nbformat.v4.new_notebook(cells=good), tmp_path / "good.ipynb")
+    assert exercise_shape_problems(tmp_path / "good.ipynb") == []
+    nbformat.write(nbformat.v4.new_notebook(cells=[good[0], *good[2:4]]), tmp_path / "bad.ipynb")
+    assert [p.split(": ", 1)[1][:30] for p in exercise_shape_problems(tmp_path / "bad.ipynb")] == [
+        "no check cell before the learn", "the cell after the solution mu"]
+
+
 @pytest.mark.cluster
 def test_run_all_in_a_learners_kernel_stops_at_the_first_unsolved_check(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

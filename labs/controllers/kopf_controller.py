@@ -36,7 +36,8 @@ from greeter.model import (
     desired_status,
     render,
 )
-from greeter.saved import the_function
+
+from krmcourse.labcode import saved_function
 
 MANAGER = "greeter-kopf"
 warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
@@ -119,7 +120,7 @@ def _plain(body: kopf.Body) -> dict[str, Any]:
 
 # A learner's ConfigMap handlers: registering them is calling the function, before kopf starts.
 if os.environ.get("GREETER_CONFIGMAP_HANDLERS"):
-    the_function(Path(os.environ["GREETER_CONFIGMAP_HANDLERS"]))()
+    saved_function(Path(os.environ["GREETER_CONFIGMAP_HANDLERS"]))()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import kr8s.asyncio
 from greeter.controller import Controller
-from greeter.saved import the_function
+
+from krmcourse.labcode import saved_function
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -60,7 +61,7 @@ async def main(argv: list[str]) -> None:
         workers=args.workers,
         watch_timeout=args.watch_timeout,
         work_delay=args.work_delay,
-        watch_loop=the_function(args.watch_loop) if args.watch_loop else None,
+        watch_loop=saved_function(args.watch_loop) if args.watch_loop else None,
     )
 
     def drop_watches() -> None:

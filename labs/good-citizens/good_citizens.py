@@ -374,6 +374,45 @@ def status_storm(lab: Any, rest: RestClient, url: str, writes: int = 24) -> dict
     }
 
 
+EXPIRY_RUN = "expiry"  # the widgets of the exercise come-back-on-time: none of them ever expires
+
+
+def expired(rest: RestClient, name: str) -> bool:
+    conditions = (rest.ok("GET", f"{WIDGETS}/{name}").get("status") or {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["reason"] == "Expired" for c in conditions)
+
+
+def expiry_trial(lab: Any, rest: RestClient, url: str, ttl: int = 4, grace: float = 3.0,
+                 after: float = 2.0) -> dict[str, Any]:
+    """A widget that expires after ``ttl`` seconds joins the expiry widgets, which never expire.
+
+    Returns how long the controller took to mark it Expired (None: not within ``grace`` seconds of
+    its time), and how many reconciles the controller ran from the moment it had settled until
+    ``after`` seconds past the expiry (or the deadline), while nothing changed but the clock.
+    """
+    name = f"{EXPIRY_RUN}-{os.urandom(2).hex()}"
+    created = time.monotonic()
+    rest.ok("POST", WIDGETS, widget(name, EXPIRY_RUN, expire=ttl))
+    try:
+        lab.wait_until(lambda: children_match(rest, EXPIRY_RUN), timeout=20,
+                       message=f"the controller never reconciled the new widget {name}")
+        base, settled = _own(apiload.scrape(url), "controller_reconciles_total"), time.monotonic()
+        took = None
+        while took is None and time.monotonic() < created + ttl + grace:
+            if expired(rest, name):
+                took = round(time.monotonic() - created, 1)
+            else:
+                time.sleep(0.2)
+        # The measuring window: the widgets stay as they are, only the clock moves on.
+        time.sleep(max(0.0, (created + (took or ttl + grace) + after) - time.monotonic()))
+        return {"widget": name, "expires after s": ttl, "marked Expired after s": took, "grace s": grace,
+                "seconds measured": round(time.monotonic() - settled, 1),
+                "reconciles": _own(apiload.scrape(url), "controller_reconciles_total") - base,
+                "widgets": len(rest.ok("GET", WIDGETS, params={"labelSelector": f"{RUN}={EXPIRY_RUN}"})["items"])}
+    finally:
+        rest.call("DELETE", f"{WIDGETS}/{name}")
+
+
 def bump_spec(rest: RestClient, name: str = STORM_WIDGETS[0]) -> int:
     """A spec change (a new size) to one storm widget; returns its new generation."""
     size = rest.ok("GET", f"{WIDGETS}/{name}")["spec"]["size"]

@@ -11,6 +11,10 @@ never what it wants:
 --resync SECONDS      hand every cached widget to the loops again every N seconds (G3)
 --watch-children      also watch the ConfigMaps it owns and map them to their widget (G3: the bug fix)
 --requeue-after       come back to an expiring widget exactly when it expires (G3)
+--requeue-after FILE.py
+                      let a function of that file decide: after each reconcile, ``requeue_after(widget)``
+                      gives the seconds until the widget needs another one although nothing changed, or
+                      None (G3: the learner's own RequeueAfter; as in controller-runtime, <= 0 means none)
 --predicate generation
                       drop widget updates that do not change metadata.generation (G4)
 --predicate FILE.py   let a function of that file decide: an update reaches the queue only when
@@ -25,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -50,12 +53,13 @@ from krmcourse.controllerkit import (
     run_loop,
     serve_metrics,
 )
-from krmcourse.labcode import script_module
+from krmcourse.labcode import saved_function
 
 WIDGETS = Resource("citizens.krmcourse.dev", "v1", "widgets")
 
 TALLY = Gauge("widgets_by_color", "Widgets per colour, kept by the tally loop", ["color"])
 PREDICATE_ERRORS = Counter("widget_predicate_errors", "Updates let through because the predicate raised")
+REQUEUE_ERRORS = Counter("widget_requeue_errors", "Reconciles not requeued because requeue_after raised")
 WIDGET_LABEL = "citizens.krmcourse.dev/widget"
 STORM = "citizens.krmcourse.dev/run=storm"  # the widgets of the exercise add-a-predicate
 
@@ -70,11 +74,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--loops", default="configmap")
     p.add_argument("--resync", type=float, default=0.0)
     p.add_argument("--watch-children", action="store_true")
-    p.add_argument("--requeue-after", action="store_true")
+    p.add_argument("--requeue-after", nargs="?", const="exact", default=None, metavar="FILE.py",
+                   help="exactly when a widget expires, or what requeue_after(widget) in FILE.py says")
     p.add_argument("--predicate", default="none", help="none, generation, or a Python file defining wakes(old, new)")
     args = p.parse_args(argv)
     if args.predicate not in ("none", "generation") and not Path(args.predicate).is_file():
         p.error(f"--predicate takes none, generation or a Python file, not {args.predicate}")
+    if args.requeue_after not in (None, "exact") and not Path(args.requeue_after).is_file():
+        p.error(f"--requeue-after takes nothing or a Python file, not {args.requeue_after}")
     args.loops = [name for name in args.loops.split(",") if name]
     unknown = set(args.loops) - {"configmap", "tally"}
     if unknown or not args.loops:
@@ -93,13 +100,7 @@ def load_predicate(choice: str) -> Predicate | None:
         return None
     if choice == "generation":
         return generation_changed
-    module = script_module(Path(choice))
-    found = getattr(module, "wakes", None)
-    if not callable(found):
-        functions = [f for f in vars(module).values() if inspect.isfunction(f) and f.__module__ == module.__name__]
-        if len(functions) != 1:
-            raise SystemExit(f"{choice} defines no function wakes(old, new)")
-        found = functions[0]
+    found = saved_function(Path(choice), "wakes")
     log(f"predicate: {found.__name__} from {choice}")
     return cast(Predicate, found)
 
@@ -152,6 +153,10 @@ class WidgetController:
             self.children.handlers.append(self.on_child)
         self.queues = {name: WorkQueue() for name in args.loops}
         self.predicate = load_predicate(args.predicate)
+        self.requeue: Callable[[dict], float | None] | None = None
+        if args.requeue_after not in (None, "exact"):
+            self.requeue = saved_function(Path(args.requeue_after), "requeue_after")
+            log(f"requeue_after: {self.requeue.__name__} from {args.requeue_after}")
         self.widgets.handlers.append(self.on_widget)
 
     # ---- events -> keys
@@ -214,9 +219,20 @@ class WidgetController:
                 WIDGETS, self.ns, widget["metadata"]["name"], {"status": status}, "status"
             )
             log(f"reconcile {key}: status {ready['reason']}")
-        if self.args.requeue_after and not expired and left is not None:
-            return left + 0.05
-        return None
+        return self.requeue_after(widget, None if expired or left is None else left + 0.05)
+
+    def requeue_after(self, widget: dict, exact: float | None) -> float | None:
+        """When to reconcile the widget again although nothing changed: RequeueAfter, or None."""
+        if self.requeue is None:
+            return exact if self.args.requeue_after == "exact" else None
+        try:
+            after = self.requeue(widget)
+            seconds = None if after is None else float(after)
+        except Exception as exc:  # noqa: BLE001 - the learner's code: say so, and do not requeue
+            REQUEUE_ERRORS.inc()
+            log(f"requeue_after raised {type(exc).__name__}: {exc}; not requeueing {key_of(widget)}")
+            return None
+        return seconds if seconds is not None and seconds > 0 else None
 
     # ---- the tally loop: read-only, it only needs the cache
     async def reconcile_tally(self, key: str) -> float | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from krmcourse.controllerkit import log
-from krmcourse.labcode import lab_module, script_module
+from krmcourse.labcode import lab_module, saved_function
 
 LAB = Path(__file__).resolve().parent.parent
 wire = lab_module("resource-model", "krm_wire", LAB)
@@ -95,13 +95,16 @@ def main() -> None:
     args = parser.parse_args()
     kubeconfig = Path(os.environ["KUBECONFIG"])
     admin = wire.RawClient(kubeconfig, user_agent=f"{harvest.HARNESS}/1")
-    add_one = getattr(script_module(Path(args.code)), "add_one", None)
+    try:
+        add_one, problem = saved_function(Path(args.code), "add_one"), ""
+    except SystemExit as exc:  # reported with the picking errors below, as the check expects
+        add_one, problem = None, str(exc)
     empty_the_basket(admin)
     before = harvest.conflicts(admin.get("/metrics").body.get("text", ""))
     pickers = [Picker(wire.RawClient(kubeconfig, user_agent=f"picker-{n}/1")) for n in range(harvest.PICKERS)]
     errors: list[str] = []
     if add_one is None:
-        errors.append(f"{args.code} defines no function add_one")
+        errors.append(problem)
 
     def pick(picker: Picker) -> None:
         try:

@@ -38,7 +38,6 @@ import argparse
 import asyncio
 import copy
 import datetime
-import inspect
 import json
 import os
 import signal
@@ -56,7 +55,7 @@ import kr8s.asyncio
 from prometheus_client import Counter
 
 from krmcourse.controllerkit import RECONCILES, REQUESTS, WorkQueue, serve_metrics
-from krmcourse.labcode import script_module
+from krmcourse.labcode import saved_function
 
 warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
 
@@ -133,27 +132,13 @@ class StepMetal:
         return waited
 
 
-def load_step(path: Path) -> Callable[..., Any]:
-    """The one function defined in a saved step file (``lab.save_code``)."""
-    module = script_module(path)
-    functions = [f for f in vars(module).values()
-                 if inspect.isfunction(f) and f.__module__ == module.__name__]
-    if len(functions) != 1:
-        named = [f for f in functions if f.__name__ == "reconcile"]
-        if len(named) != 1:
-            raise SystemExit(f"{path} should define one function (or one called reconcile); it defines "
-                             f"{[f.__name__ for f in functions]}")
-        functions = named
-    return functions[0]
-
-
 class Controller:
     def __init__(self, api: kr8s.asyncio.Api, args: argparse.Namespace) -> None:
         self.api = api
         self.namespace: str = args.namespace
         self.work_seconds: float = args.work_seconds
         self.callback_url = f"http://127.0.0.1:{args.callback_port}/events" if args.callback_port else None
-        self.step = load_step(Path(args.step))
+        self.step = saved_function(Path(args.step), "reconcile")
         self.metal = StepMetal(args.metal, self.callback_url)
         self.queue = WorkQueue()
         self.servers: dict[str, dict[str, Any]] = {}  # the cache: key -> latest object seen

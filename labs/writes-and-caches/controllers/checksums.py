@@ -31,7 +31,7 @@ from typing import Any
 from prometheus_client import start_http_server
 from secretcache import SecretCache
 
-from krmcourse.labcode import lab_module, script_module
+from krmcourse.labcode import lab_module, saved_function
 
 LAB = Path(__file__).resolve().parent.parent
 LABEL, VALUE = "citizens.krmcourse.dev/cache", "true"
@@ -45,10 +45,7 @@ def options(code: str | None) -> dict[str, Any]:
     """The learner's cache_options(), checked, or EVERYTHING without a file."""
     if not code:
         return dict(EVERYTHING)
-    module = script_module(Path(code))
-    if not callable(getattr(module, "cache_options", None)):
-        sys.exit(f"{code} defines no function cache_options(): name the function cache_options.")
-    chosen = module.cache_options()
+    chosen = saved_function(Path(code), "cache_options")()
     if not isinstance(chosen, dict) or set(chosen) - set(EVERYTHING):
         sys.exit(f"cache_options() must return a dict with some of the keys {sorted(EVERYTHING)}; "
                  f"it returned {chosen!r}.")
