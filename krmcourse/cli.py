@@ -151,12 +151,13 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_progress(args: argparse.Namespace) -> int:
-    rows = workshop.progress(args.labs or None)
+    rows = workshop.progress(args.labs or None, run=args.run)
     if args.json:
         print(json.dumps({"user": os.environ.get("USER", ""), "rows": rows}, indent=2))
     else:
         for r in rows:
-            print(f"{r['lab']:<24} {r['exercise']:<28} {r['state']:<7} {r['hint'][:70]}")
+            when = r["checked"][11:19]  # the time of day of the ISO timestamp, UTC
+            print(f"{r['lab']:<24} {r['exercise']:<28} {r['state']:<9} {when:<8} {r['hint'][:70]}")
     return 0
 
 
@@ -299,9 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("lab")
     p.set_defaults(fn=cmd_exercises)
     sub.add_parser("list", help="list the labs").set_defaults(fn=cmd_list)
-    p = sub.add_parser("progress", help="run every check of running labs (instructors: who is stuck)")
+    p = sub.add_parser("progress", help="what each exercise's last check said (instructors: who is stuck)")
     p.add_argument("labs", nargs="*")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--run", action="store_true",
+                   help="run every check again now (some make load on the lab or restart its controllers)")
     p.set_defaults(fn=cmd_progress)
     p = sub.add_parser("schedule", help="a workshop schedule built from the labs' minutes")
     p.add_argument("--start", type=int, default=9, help="start hour (default 9)")

@@ -1,15 +1,20 @@
 """Exercise checks and reference solutions, loaded from ``labs/<lab>/exercises/<id>.py``.
 
 A check reads the real cluster and raises :class:`CheckFailed` with a hint that says what is wrong,
-never what to type; ``solve`` brings the cluster to a state that passes the check.
+never what to type; ``solve`` brings the cluster to a state that passes the check. What a check said
+last is kept in the lab's state folder (``checks/<id>.json``), so that an instructor's
+``krmcourse progress`` can show it without running the check again.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import inspect
+import json
+import os
+from datetime import UTC, datetime
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import CheckFailed, UsageError
 from .labcode import package_name
@@ -42,10 +47,38 @@ def check(lab: Lab, exercise: str) -> None:
     module = load(lab, exercise)
     try:
         module.check(lab)
-    except CheckFailed:
+    except CheckFailed as exc:
+        _record(lab, exercise, "stuck", exc.message)
         raise
     except AssertionError as exc:
-        raise CheckFailed(str(exc) or f"Exercise {exercise} is not solved yet.") from exc
+        failed = CheckFailed(str(exc) or f"Exercise {exercise} is not solved yet.")
+        _record(lab, exercise, "stuck", failed.message)
+        raise failed from exc
+    except Exception as exc:
+        _record(lab, exercise, "error", f"the check itself failed: {type(exc).__name__}: {exc}")
+        raise
+    _record(lab, exercise, "solved", "")
+
+
+def _record(lab: Lab, exercise: str, state: str, hint: str) -> None:
+    """Keep what the check said, and when, beside the lab's cluster (gone with it on ``down``)."""
+    if not lab.home.is_dir():  # no cluster: nothing to keep it beside
+        return
+    folder = lab.home / "checks"
+    folder.mkdir(exist_ok=True)
+    said = {"state": state, "hint": hint, "at": datetime.now(UTC).isoformat(timespec="seconds")}
+    scratch = folder / f".{exercise}.{os.getpid()}.new"
+    scratch.write_text(json.dumps(said))
+    scratch.replace(folder / f"{exercise}.json")  # readers see the last record whole, never half of one
+
+
+def last_result(lab: Lab, exercise: str) -> dict[str, Any] | None:
+    """What the exercise's check said last on this cluster (state, hint, at), or None if it never ran."""
+    try:
+        said = json.loads((lab.home / "checks" / f"{exercise}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return said if isinstance(said, dict) else None
 
 
 def solve(lab: Lab, exercise: str) -> None:

@@ -7,6 +7,7 @@ adding them up, so changing a lab.yaml changes the plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from . import catalog
 from .errors import CheckFailed, KrmcourseError
@@ -50,8 +51,16 @@ def format_schedule(slots: list[Slot]) -> str:
     return "\n".join(lines)
 
 
-def progress(lab_names: list[str] | None = None) -> list[dict[str, str]]:
-    """Run every check of every running lab: one row per exercise with 'solved', 'stuck' or 'not up'."""
+def progress(lab_names: list[str] | None = None, run: bool = False) -> list[dict[str, str]]:
+    """One row per exercise of every lab: what its check said last ('solved', 'stuck' with the hint,
+    'error', or 'not tried'), when, or 'not up'.
+
+    By default nothing runs on the learner's cluster: the rows come from the results the learner's own
+    checks kept (see :func:`krmcourse.exercises.last_result`). Some checks make load or restart a
+    controller, which is the learner's business, not the instructor's view. ``run=True`` runs every
+    check again now, and keeps what it says.
+    """
+    from . import exercises
     from .lab import Lab
 
     rows = []
@@ -66,17 +75,23 @@ def progress(lab_names: list[str] | None = None) -> list[dict[str, str]]:
         except KrmcourseError:
             running = False
         for ex in spec.exercises:
+            row = {"lab": spec.name, "exercise": ex.id, "state": "not up", "hint": "", "checked": ""}
+            rows.append(row)
             if not running:
-                rows.append({"lab": spec.name, "exercise": ex.id, "state": "not up", "hint": ""})
                 continue
+            if not run:
+                said = exercises.last_result(lab, ex.id) or {"state": "not tried"}
+                row.update(state=str(said["state"]), hint=str(said.get("hint", "")),
+                           checked=str(said.get("at", "")))
+                continue
+            row["checked"] = datetime.now(UTC).isoformat(timespec="seconds")
             try:
                 lab.check(ex.id)
-                rows.append({"lab": spec.name, "exercise": ex.id, "state": "solved", "hint": ""})
+                row["state"] = "solved"
             except CheckFailed as exc:
-                rows.append({"lab": spec.name, "exercise": ex.id, "state": "stuck", "hint": exc.message})
+                row.update(state="stuck", hint=exc.message)
             except KrmcourseError as exc:
-                rows.append({"lab": spec.name, "exercise": ex.id, "state": "error", "hint": exc.message})
+                row.update(state="error", hint=exc.message)
             except Exception as exc:  # noqa: BLE001 - one check's own fault must not hide the rest of the room
-                rows.append({"lab": spec.name, "exercise": ex.id, "state": "error",
-                             "hint": f"the check itself failed: {type(exc).__name__}: {exc}"})
+                row.update(state="error", hint=f"the check itself failed: {type(exc).__name__}: {exc}")
     return rows

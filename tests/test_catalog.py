@@ -78,26 +78,36 @@ def test_an_unknown_exercise_suggests_the_close_one(labs_root):
 @pytest.mark.cluster
 def test_checks_fail_then_pass_and_up_at_skips_ahead(labs_root):
     lab = Lab("extra")
+    assert [r["state"] for r in workshop.progress()] == ["not up", "not up"]
     try:
         lab.up(at="label-namespace")
+        # The instructor's view runs nothing on the learner's cluster: it shows what their checks said.
+        assert [r["state"] for r in workshop.progress()] == ["not tried", "not tried"]
         lab.check("make-namespace")  # solved on the way to label-namespace
         with pytest.raises(CheckFailed, match="team label"):
             lab.check("label-namespace")
         cli = [sys.executable, "-m", "krmcourse.cli"]
         failed = subprocess.run([*cli, "check", "extra", "label-namespace"], capture_output=True, text=True)
         assert failed.returncode == 1 and "team label" in failed.stderr
-        assert subprocess.run([*cli, "solve", "extra", "label-namespace"], capture_output=True).returncode == 0
-        assert subprocess.run([*cli, "check", "extra", "label-namespace"], capture_output=True).returncode == 0
         rows = workshop.progress()
-        assert [r["state"] for r in rows] == ["solved", "solved"]
+        assert [r["state"] for r in rows] == ["solved", "stuck"] and "team label" in rows[1]["hint"]
+        assert rows[1]["checked"] >= rows[0]["checked"] > ""
+        assert subprocess.run([*cli, "solve", "extra", "label-namespace"], capture_output=True).returncode == 0
+        assert [r["state"] for r in workshop.progress()] == ["solved", "stuck"], "solve alone is not a check"
+        assert subprocess.run([*cli, "check", "extra", "label-namespace"], capture_output=True).returncode == 0
+        shown = subprocess.run([*cli, "progress", "extra"], capture_output=True, text=True)
+        assert [line.split()[2] for line in shown.stdout.splitlines()] == ["solved", "solved"], shown.stdout
         # A check with a bug of its own is one row that says so, not an end to the instructor's view.
         broken = lab.spec.exercise("label-namespace").path
         broken.write_text(broken.read_text() + "\n\ndef check(lab):\n    return {}['oops']\n")
-        rows = workshop.progress()
+        assert [r["state"] for r in workshop.progress()] == ["solved", "solved"], "nothing ran the checks again"
+        rows = workshop.progress(run=True)
         assert [r["state"] for r in rows] == ["solved", "error"]
         assert "KeyError" in rows[1]["hint"]
+        assert [r["state"] for r in workshop.progress()] == ["solved", "error"], "a run's results are kept"
     finally:
         lab.down()
+    assert [r["state"] for r in workshop.progress()] == ["not up", "not up"]
 
 
 def test_a_lab_loads_its_own_support_module(labs_root):
