@@ -161,6 +161,15 @@ def scrape(url: str, families: Iterable[str] | None = None, timeout: float = 5.0
     return Metrics.parse(response.text, families)
 
 
+def running_metrics_url(lab: Any, name: str) -> str | None:
+    """The metrics URL of the lab's process ``name`` (see :meth:`krmcourse.Lab.start`), or None when it
+    does not run or has not printed one. Its log grows with every start, so the last URL is the running one's."""
+    if name not in lab.running():
+        return None
+    found = METRICS_LINE.findall(lab.logs(name, lines=10**6))
+    return found[-1] if found else None
+
+
 def metrics_url(proc: Any, timeout: float = 20.0) -> str:
     """Wait until a controller prints ``metrics: http://127.0.0.1:PORT/metrics`` and return the URL.
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from krmcourse import Lab
-from krmcourse.apiload import METRICS_LINE, Metrics, scrape, scrape_apiserver
+from krmcourse.apiload import Metrics, running_metrics_url, scrape, scrape_apiserver
 
 RECORDER = "site-recorder"
 NAMESPACE = "inventory"
@@ -59,7 +59,7 @@ def ingest_url(lab: Lab) -> str | None:
 
 def recorder_metrics(lab: Lab) -> Metrics:
     """The running recorder's own counters."""
-    url = _last(METRICS_LINE, _log(lab))
+    url = running_metrics_url(lab, RECORDER)
     if url is None:
         raise LookupError("The site recorder has not printed its metrics URL; is it running?")
     return scrape(url)

@@ -339,10 +339,7 @@ STORM_WIDGETS = [f"{STORM_RUN}-{i}" for i in range(3)]
 
 def controller_url(lab: Any, name: str = CONTROLLER) -> str | None:
     """The metrics URL of the lab's running controller (the last one it printed), or None when it is not running."""
-    if name not in lab.running():
-        return None
-    found = apiload.METRICS_LINE.findall(lab.logs(name, lines=1_000_000))
-    return found[-1] if found else None
+    return apiload.running_metrics_url(lab, name)
 
 
 def woken(metrics: apiload.Metrics) -> float:

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from krmcourse import Lab, ManagedProcess
-from krmcourse.apiload import METRICS_LINE, Metrics, scrape
+from krmcourse.apiload import Metrics, running_metrics_url, scrape
 
 HERE = Path(__file__).parent
 NAMESPACE = "dc1"
@@ -127,10 +127,10 @@ def start_controller(
 
 def controller_metrics(lab: Lab) -> Metrics:
     """The running controller's own counters, from the metrics URL it printed when it started."""
-    found = METRICS_LINE.findall(lab.logs(CONTROLLER, lines=10**6))
-    if CONTROLLER not in lab.running() or not found:
+    url = running_metrics_url(lab, CONTROLLER)
+    if url is None:
         raise LookupError("the server controller is not running")
-    return scrape(found[-1])
+    return scrape(url)
 
 
 def create_servers(lab: Lab, names: list[str]) -> float:

@@ -248,11 +248,10 @@ def start_checksummer(lab: Any, code: Path | None = None) -> dict[str, float]:
 
 def checksummer_metrics(lab: Any) -> tuple[int, apiload.Metrics]:
     """The running checksum controller's pid and its own metrics; KrmcourseError when it does not run."""
-    pid = lab.running().get(CHECKSUMMER)
-    urls = apiload.METRICS_LINE.findall(lab.logs(CHECKSUMMER, lines=10**6)) if pid else []
-    if not urls:
+    pid, url = lab.running().get(CHECKSUMMER), apiload.running_metrics_url(lab, CHECKSUMMER)
+    if pid is None or url is None:
         raise KrmcourseError("The checksum controller is not running.", "Start it with wc.start_checksummer(lab).")
-    return pid, apiload.scrape(urls[-1])  # its log grows with every start: the last address is this one's
+    return pid, apiload.scrape(url)
 
 
 def checksummer_costs(lab: Any) -> dict[str, float]:
