@@ -86,7 +86,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 
         shown: set[Path] = set()
         for proc in processes.seen():
-            if proc.log_path in shown:
+            if proc.log_path in shown or not proc.log_path.exists():  # no log: its lab was taken down
                 continue
             shown.add(proc.log_path)
             state = "running" if proc.alive else "exited"

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -135,8 +136,11 @@ class Server:
 
 
 def start(argv: list[str], env: dict[str, str], log: Path, timeout: float = 300) -> Server:
-    """Start a server, and wait until it prints its address: then it answers. Fails at once, with its
-    output, if it exits first."""
+    """Start a server, and wait until it prints its address and then accepts connections there. Fails at
+    once, with its output, if it exits first.
+
+    Jupyter Server prints its URL before its event loop binds the port, so on a busy machine the
+    address can be printed a moment before anything listens on it."""
     with open(log, "wb") as out:
         process = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
@@ -148,13 +152,32 @@ def start(argv: list[str], env: dict[str, str], log: Path, timeout: float = 300)
                                f"{log.read_text(errors='replace')[-4000:]}")
         return found
 
+    def listening(port: int) -> bool:
+        if _accepts(port):
+            return True
+        if process.poll() is not None:
+            raise RuntimeError(f"{argv[0]} exited ({process.returncode}) after printing its address:\n"
+                               f"{log.read_text(errors='replace')[-4000:]}")
+        return False
+
     try:
         found = Lab.wait_until(address, timeout, interval=0.3,
                                message=f"{' '.join(argv[:3])} printed no address; see {log}")
+        port = int(found.group(1))
+        Lab.wait_until(lambda: listening(port), 60, interval=0.1,
+                       message=f"{' '.join(argv[:3])} printed its address and never listened there; see {log}")
     except BaseException:
         _kill_group(process)
         raise
-    return Server(process, log, int(found.group(1)), found.group(2))
+    return Server(process, log, port, found.group(2))
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def stop(server: Server, timeout: float = 120) -> list[str]:
