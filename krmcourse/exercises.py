@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .errors import CheckFailed, UsageError
+from .errors import CheckFailed, KrmcourseError, UsageError
 from .labcode import package_name
 
 if TYPE_CHECKING:
@@ -55,7 +55,9 @@ def check(lab: Lab, exercise: str) -> None:
         _record(lab, exercise, "stuck", failed.message)
         raise failed from exc
     except Exception as exc:
-        _record(lab, exercise, "error", f"the check itself failed: {type(exc).__name__}: {exc}")
+        said = exc.message if isinstance(exc, KrmcourseError) else \
+            f"the check itself failed: {type(exc).__name__}: {exc}"
+        _record(lab, exercise, "error", said)
         raise
     _record(lab, exercise, "solved", "")
 
