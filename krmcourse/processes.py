@@ -278,11 +278,6 @@ def live_processes(folder: Path) -> dict[str, int]:
     return alive
 
 
-def running() -> list[ManagedProcess]:
-    """The managed processes this interpreter started or adopted that are still running."""
-    return [p for p in _SEEN if p.alive]
-
-
 def seen() -> list[ManagedProcess]:
     """Every managed process this interpreter started or adopted and has not stopped, running or exited."""
     return list(_SEEN)

@@ -83,6 +83,12 @@ def children_match(rest: RestClient, run: str) -> bool:
     )
 
 
+def expired(rest: RestClient, name: str) -> bool:
+    """Whether the controller has marked the widget Expired (its Ready condition says so)."""
+    conditions = (rest.ok("GET", f"{WIDGETS}/{name}").get("status") or {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["reason"] == "Expired" for c in conditions)
+
+
 def settle(lab: Any, rest: RestClient, run: str, quiet: float = 1.0) -> None:
     """Wait until the controller has converged, then a little longer for the echoes of its own writes."""
     lab.wait_until(lambda: children_match(rest, run), timeout=30, message="the controller did not converge")
@@ -258,10 +264,9 @@ def compare_resync(
             ctl.stop()
         loads[variant] = load
         repaired = rest.call("GET", f"{CONFIGMAPS}/{victim}").status_code == 200
-        conds = (rest.ok("GET", f"{WIDGETS}/{expiring}").get("status") or {}).get("conditions", [])
         rows[variant] = {
             "deleted ConfigMap repaired": repaired,
-            "widget expired on time": any(c["type"] == "Ready" and c["reason"] == "Expired" for c in conds),
+            "widget expired on time": expired(rest, expiring),
             "requests": load.requests(),
             "GET configmaps": load.requests(verb="GET", resource="configmaps"),
             "reconciles": _own(own, "controller_reconciles_total"),
@@ -372,11 +377,6 @@ def status_storm(lab: Any, rest: RestClient, url: str, writes: int = 24) -> dict
 
 
 EXPIRY_RUN = "expiry"  # the widgets of the exercise come-back-on-time: none of them ever expires
-
-
-def expired(rest: RestClient, name: str) -> bool:
-    conditions = (rest.ok("GET", f"{WIDGETS}/{name}").get("status") or {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["reason"] == "Expired" for c in conditions)
 
 
 def expiry_trial(lab: Any, rest: RestClient, url: str, ttl: int = 4, grace: float = 3.0,
