@@ -49,6 +49,36 @@ class ControllerSpec:
     serviceaccount: str | None = None
     ready: str | None = None
     args: tuple[str, ...] = ()
+    converges: Convergence | None = None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """``kubectl wait --for=<condition> <resource> -n <namespace>``."""
+
+    resource: str
+    condition: str
+    namespace: str | None = None
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """What a declared controller must bring about, whatever happens to it (``converges:`` in lab.yaml).
+
+    The fault harness (:mod:`krmcourse.faults`) brings the lab to exercise ``at`` (as ``up --at`` does),
+    calls ``prepare`` (``module:function`` of the lab's code, given the lab: to start what the controller
+    needs beside it, such as the provisioner's cloud; a list it returns becomes the controller's
+    arguments, for those made per cluster, such as a webhook's port and certificates), applies
+    ``apply`` to give the controller work, and waits until every ``until`` holds. ``rival``, when
+    given, is a change another writer makes to a field the controller owns: a merge patch, under its
+    own field manager, after which ``until`` must fail until the controller has put its field back.
+    """
+
+    apply: Path
+    until: tuple[Wait, ...]
+    at: str | None = None
+    prepare: str | None = None
+    rival: dict[str, Any] | None = None
 
 
 @dataclass
@@ -123,8 +153,13 @@ class LabSpec:
             kopf = "kopf" in item
             out[item["name"]] = ControllerSpec(
                 item["name"], self.path / item["kopf" if kopf else "script"], kopf, item.get("serviceaccount"),
-                item.get("ready"), tuple(str(a) for a in item.get("args") or []))
+                item.get("ready"), tuple(str(a) for a in item.get("args") or []),
+                self._convergence(item["converges"]) if "converges" in item else None)
         return out
+
+    def _convergence(self, raw: dict[str, Any]) -> Convergence:
+        waits = tuple(Wait(w["resource"], w["for"], w.get("namespace")) for w in raw["until"])
+        return Convergence(self.path / raw["apply"], waits, raw.get("at"), raw.get("prepare"), raw.get("rival"))
 
     def controller(self, name: str) -> ControllerSpec:
         found = self.controllers.get(name)
@@ -211,9 +246,32 @@ def _validate_controllers(where: Path, controllers: Any) -> None:
         account = item.get("serviceaccount")
         if account is not None and not (isinstance(account, str) and account.count("/") == 1):
             raise UsageError(f"{what}: 'serviceaccount' must be written namespace/name, not {account!r}.", example)
-        unknown = set(item) - {"name", "script", "kopf", "serviceaccount", "ready", "args"}
+        unknown = set(item) - {"name", "script", "kopf", "serviceaccount", "ready", "args", "converges"}
         if unknown:
             raise UsageError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}.", example)
+        if "converges" in item:
+            _validate_convergence(what, item["converges"])
+
+
+def _validate_convergence(what: str, raw: Any) -> None:
+    example = ("Write it as 'converges:' with 'apply: faults/<file>.yaml' and 'until:' a list of "
+               "{resource: kind/name, namespace: ns, for: condition=Ready}; optionally 'at: <exercise>', "
+               "'prepare: <module>:<function>' and "
+               "'rival: {resource: kind/name, namespace: ns, patch: {...}, subresource: status}' "
+               "(see labs/README.md).")
+    if not (isinstance(raw, dict) and isinstance(raw.get("apply"), str) and isinstance(raw.get("until"), list)
+            and raw["until"] and set(raw) <= {"apply", "until", "at", "prepare", "rival"}):
+        raise UsageError(f"{what}: 'converges' needs 'apply' and a non-empty 'until', and nothing else.", example)
+    for wait in raw["until"]:
+        if not (isinstance(wait, dict) and isinstance(wait.get("resource"), str) and isinstance(wait.get("for"), str)
+                and set(wait) <= {"resource", "namespace", "for"}):
+            raise UsageError(f"{what}: each 'until' entry needs 'resource' and 'for' (and may give 'namespace'), "
+                             f"not {wait!r}.", example)
+    rival = raw.get("rival")
+    if rival is not None and not (isinstance(rival, dict) and isinstance(rival.get("resource"), str)
+                                  and isinstance(rival.get("patch"), dict)
+                                  and set(rival) <= {"resource", "namespace", "patch", "subresource"}):
+        raise UsageError(f"{what}: 'rival' needs 'resource' and a 'patch' mapping, not {rival!r}.", example)
 
 
 def names(root: Path | None = None) -> list[str]:

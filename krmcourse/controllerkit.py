@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
+import signal
 import sys
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, cast
@@ -209,6 +212,64 @@ class Client:
             OPEN_WATCHES.labels(self.cluster, res.plural).dec()
 
 
+async def list_then_watch(
+    client: Client,
+    res: Resource,
+    namespace: str | None = None,
+    label_selector: str | None = None,
+    metadata_only: bool = False,
+) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """List, then watch from the list's resourceVersion, for ever: the one list+watch loop of the course.
+
+    Yields ``("LIST", list)`` after every list (the first, and every re-list), then ``(type, object)``
+    for each ADDED, MODIFIED and DELETED event. When the server ends the stream (its timeout, or a
+    stream cut without a word) it watches again from the last resourceVersion seen, bookmarks
+    included. When that version is too old (an ERROR event: 410 Gone) it lists again, and it does the
+    same, after a pause that doubles up to 10 s, when a request fails. A re-list may hide changes that
+    happened while nothing was watched: a consumer compares the list with what it knew.
+    """
+    version = ""
+    pause = 0.5
+    while True:
+        try:
+            if not version:
+                listed = await client.list(res, namespace, label_selector, metadata_only)
+                version = str(listed["metadata"].get("resourceVersion", ""))
+                pause = 0.5
+                yield "LIST", listed
+            async for event in client.watch(res, namespace, version, label_selector, metadata_only):
+                # Every watch event the API server sends has a type.
+                kind, obj = cast(str, event.get("type")), event.get("object", {})
+                if kind == "ERROR":
+                    version = ""  # 410 Gone: our version is too old, so list afresh
+                    log(f"watch of {res.plural} on {client.cluster}: {obj.get('code')} {obj.get('reason')}; "
+                        "listing again")
+                    break
+                version = obj.get("metadata", {}).get("resourceVersion", version)
+                if kind != "BOOKMARK":  # a bookmark only moves the resourceVersion on
+                    yield kind, obj
+        except Exception as exc:  # noqa: BLE001 - a dropped connection: back off, then list again
+            log(f"watch of {res.plural} on {client.cluster} failed ({type(exc).__name__}: {exc}); "
+                f"listing again in {pause:.1f} s")
+            version = ""
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 10.0)
+
+
+async def lookup(api: Any, kind: str) -> Resource:
+    """The Resource of a kind as kubectl names it (``configmaps``, ``jobs.batch``, ``Widget``)."""
+    singular_version, plural, namespaced = await api.async_lookup_kind(kind)
+    singular, _, version = singular_version.partition("/")
+    group = singular.partition(".")[2]
+    return Resource(group, version, plural, bool(namespaced))
+
+
+def controller_ref(owner: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
+    """The ownerReference that makes ``owner`` (an object as the API returns it) the controller of a child."""
+    meta = owner["metadata"]
+    return {"apiVersion": api_version, "kind": kind, "name": meta["name"], "uid": meta["uid"], "controller": True}
+
+
 def key_of(obj: dict[str, Any]) -> str:
     meta = obj["metadata"]
     return f"{meta.get('namespace', '')}/{meta['name']}"
@@ -267,9 +328,12 @@ class Informer:
         for handler in self.handlers:
             handler(kind, old, new)
 
-    async def _relist(self) -> str:
-        listed = await self.client.list(self.res, self.namespace, self.label_selector, self.metadata_only)
-        fresh = {key_of(o): o for o in listed.get("items", [])}
+    async def _relist(self) -> None:
+        self._take_list(await self.client.list(self.res, self.namespace, self.label_selector, self.metadata_only))
+
+    def _take_list(self, listed: dict[str, Any]) -> None:
+        """Make the cache what a (re-)list says, telling the handlers what changed since the last one."""
+        fresh = {key_of(o): o for o in listed.get("items") or []}
         for key in list(self.store):
             if key not in fresh:
                 self._emit("DELETED", self._drop(key), None)
@@ -281,7 +345,6 @@ class Informer:
                 self._put(obj)
                 self._emit("ADDED" if old is None else "MODIFIED", old, obj)
         self._gauge()
-        return str(listed["metadata"].get("resourceVersion", ""))
 
     async def run(self) -> None:
         if self.resync > 0:
@@ -298,34 +361,18 @@ class Informer:
             await asyncio.sleep(self.poll_interval)
 
     async def _list_watch(self) -> None:
-        version = ""
-        while True:
-            try:
-                if not version:
-                    version = await self._relist()
-                    self.synced.set()
-                async for event in self.client.watch(
-                    self.res, self.namespace, version, self.label_selector, self.metadata_only
-                ):
-                    # Every watch event the API server sends has a type.
-                    kind, obj = cast(str, event.get("type")), event.get("object", {})
-                    if kind == "ERROR":
-                        version = ""  # 410 Gone: our version is too old, so list afresh
-                        break
-                    version = obj.get("metadata", {}).get("resourceVersion", version)
-                    if kind == "BOOKMARK":
-                        continue
-                    if kind == "DELETED":
-                        self._drop(key_of(obj))
-                        self._emit("DELETED", obj, None)
-                    else:
-                        self._emit(kind, self._put(obj), obj)
-                    self._gauge()
-            except Exception as exc:  # noqa: BLE001 - a dropped connection: back off, then list again
-                log(f"watch of {self.res.plural} on {self.client.cluster} failed "
-                    f"({type(exc).__name__}: {exc}); listing again")
-                version = ""
-                await asyncio.sleep(1.0)
+        async for kind, obj in list_then_watch(self.client, self.res, self.namespace, self.label_selector,
+                                               self.metadata_only):
+            if kind == "LIST":
+                self._take_list(obj)
+                self.synced.set()
+                continue
+            if kind == "DELETED":
+                self._drop(key_of(obj))
+                self._emit("DELETED", obj, None)
+            else:
+                self._emit(kind, self._put(obj), obj)
+            self._gauge()
 
     async def _resync_loop(self) -> None:
         """Every resync period, hand every cached object to the handlers again, as client-go does."""
@@ -411,9 +458,29 @@ async def run_loop(name: str, queue: WorkQueue, reconcile: Reconcile) -> None:
             queue.add_after(key, after)
 
 
-def main_guard(coro: Coroutine[Any, Any, None]) -> None:
-    """Run a controller until SIGTERM or Ctrl-C, exiting quietly."""
-    try:
-        asyncio.run(coro)
-    except KeyboardInterrupt:
-        sys.exit(0)
+def log_to_stdout(fmt: str = "%(asctime)s %(name)s %(message)s") -> None:
+    """A controller's log as the lab keeps it: INFO and up on stdout, without a line per HTTP request."""
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format=fmt)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per API call drowns the story
+
+
+def controller_main(main: Coroutine[Any, Any, None]) -> None:
+    """Run a controller's ``main()`` until SIGTERM or Ctrl-C, then exit quietly with status 0.
+
+    Either signal cancels ``main``, so its ``finally`` blocks and ``async with`` exits run. kr8s warns
+    about any Kubernetes version newer than the ones it was tested with; the course's control plane
+    may be, and the warning would only clutter the controller's log.
+    """
+    warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
+
+    async def until_stopped() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(signum, task.cancel)
+        try:
+            await main
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(until_stopped())

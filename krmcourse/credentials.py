@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from .errors import KrmcourseError
+from .paths import private_file
 
 
 class KubeconfigError(KrmcourseError, ValueError):
@@ -63,6 +64,34 @@ def connection(kubeconfig: Path) -> Connection:
         raise KubeconfigError(f"{kubeconfig} has neither a token nor a client certificate for its user.",
                               "Use a kubeconfig from 'krmcourse env LAB' or lab.kubeconfig_for(...).")
     return Connection(str(cluster["server"]), _tls(cluster, user, kubeconfig.parent), headers)
+
+
+#: Inline credentials a kubeconfig may carry, and the file each becomes in ``as_files``.
+INLINE = {"certificate-authority": "ca.crt", "client-certificate": "client.crt", "client-key": "client.key"}
+
+
+def as_files(kubeconfig: Path, folder: Path) -> None:
+    """Move a kubeconfig's inline ``*-data`` credentials into files in ``folder`` (mode 0600), named by path.
+
+    kr8s, kopf and the Kubernetes client hand TLS material to ``ssl`` as files, so each of them copies
+    inline data into temporary files; kr8s does it for every client it builds, and never removes them.
+    A kubeconfig that names files (as kwokctl's does) leaves nothing behind: the files live in the
+    lab's state folder, which ``down`` removes."""
+    kubeconfig = Path(kubeconfig)
+    config = yaml.safe_load(kubeconfig.read_text()) or {}
+    moved = False
+    for section, inner in (("clusters", "cluster"), ("users", "user")):
+        for item in config.get(section) or []:
+            entry = item.get(inner) or {}
+            for key, filename in INLINE.items():
+                data = entry.pop(f"{key}-data", None)
+                if data:
+                    path = private_file(folder / f"{item['name']}-{filename}", "")
+                    path.write_bytes(base64.b64decode(data))
+                    entry[key] = str(path)
+                    moved = True
+    if moved:
+        private_file(kubeconfig, yaml.safe_dump(config, sort_keys=False))
 
 
 def _path(entry: dict[str, Any], key: str, base: Path) -> Path | None:

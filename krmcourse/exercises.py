@@ -12,6 +12,7 @@ import importlib.util
 import inspect
 import json
 import os
+import time
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -46,20 +47,30 @@ def load(lab: Lab, exercise: str) -> ModuleType:
 def check(lab: Lab, exercise: str) -> None:
     module = load(lab, exercise)
     try:
-        module.check(lab)
-    except CheckFailed as exc:
-        _record(lab, exercise, "stuck", exc.message)
-        raise
-    except AssertionError as exc:
-        failed = CheckFailed(str(exc) or f"Exercise {exercise} is not solved yet.")
-        _record(lab, exercise, "stuck", failed.message)
-        raise failed from exc
+        failed = _verdict(module, lab, exercise)
     except Exception as exc:
         said = exc.message if isinstance(exc, KrmcourseError) else \
             f"the check itself failed: {type(exc).__name__}: {exc}"
         _record(lab, exercise, "error", said)
         raise
+    if failed is not None:
+        _record(lab, exercise, "stuck", failed.message)
+        raise failed
     _record(lab, exercise, "solved", "")
+
+
+def _verdict(module: ModuleType, lab: Lab, exercise: str) -> CheckFailed | None:
+    """Run the exercise's check: None when it passes, else the CheckFailed that says why not. A check
+    may fail with CheckFailed (and a hint) or with a bare assert; anything else is the check's own error."""
+    try:
+        module.check(lab)
+    except CheckFailed as exc:
+        return exc
+    except AssertionError as exc:
+        failed = CheckFailed(str(exc) or f"Exercise {exercise} is not solved yet.")
+        failed.__cause__ = exc
+        return failed
+    return None
 
 
 def _record(lab: Lab, exercise: str, state: str, hint: str) -> None:
@@ -83,8 +94,27 @@ def last_result(lab: Lab, exercise: str) -> dict[str, Any] | None:
     return said if isinstance(said, dict) else None
 
 
-def solve(lab: Lab, exercise: str) -> None:
-    load(lab, exercise).solve(lab)
+#: How long ``solve`` waits for its exercise's check to pass once the solution is applied.
+SETTLE_SECONDS = 90.0
+
+
+def solve(lab: Lab, exercise: str, settle: float = SETTLE_SECONDS) -> None:
+    """Apply the reference solution, then wait until the check passes.
+
+    A controller may need a moment to act on a solution. Returning only once the check passes means
+    that whatever comes next (the notebook's check cell, ``krmcourse check`` in another terminal, the
+    next exercise of ``up --at``) finds the exercise solved. Raises CheckFailed, with the check's own
+    hint, when it still fails after ``settle`` seconds. The check runs quietly here: what an
+    instructor's ``progress`` shows stays what the learner's own checks said.
+    """
+    module = load(lab, exercise)
+    module.solve(lab)
+    deadline = time.monotonic() + settle
+    while (failed := _verdict(module, lab, exercise)) is not None:
+        if time.monotonic() > deadline:
+            raise CheckFailed(f"The reference solution of {exercise} was applied, but {settle:.0f} s later "
+                              f"its check still fails: {failed.message}") from failed
+        time.sleep(0.5)
 
 
 def solution_source(lab: Lab, exercise: str) -> tuple[str, str]:

@@ -28,12 +28,17 @@ def run(kubeconfig: Path, args: list[str], input: str | None = None, check: bool
     """Run kubectl against one kubeconfig only, never the user's default one.
 
     kubectl caches API discovery under ``~/.kube/cache`` keyed by host and port; lab clusters reuse
-    ports, so each cluster gets its own cache beside its kubeconfig instead.
+    ports, so each cluster gets its own cache beside its kubeconfig instead. A kubectl that has not
+    finished within ``timeout`` seconds is stopped and raises :class:`KubectlError`, like any failure.
     """
     cache = Path(kubeconfig).parent / ".kubectl-cache"
     cmd = [str(kubectl_binary()), "--kubeconfig", str(kubeconfig), f"--cache-dir={cache}", *args]
-    done = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
+    try:
+        done = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
+                              env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
+    except subprocess.TimeoutExpired:
+        # Said as kubectl would say an unreachable server, so the same hint (status, up, doctor) follows.
+        raise KubectlError(args, -9, f"no answer within {timeout:g} s (i/o timeout); kubectl was stopped") from None
     if check and done.returncode != 0:
         raise KubectlError(args, done.returncode, done.stderr)
     return done

@@ -643,23 +643,24 @@ class Lab:
         """The processes this Lab object started or adopted."""
         return list(self._processes.values())
 
-    def start(self, name: str, *args: str, env: dict[str, str] | None = None, wait: bool = True) -> ManagedProcess:
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None, wait: bool = True,
+              kubeconfig: Path | None = None) -> ManagedProcess:
         """Start a controller the lab declares in ``lab.yaml`` (or adopt its running one), ready to work.
 
-        It runs as its ServiceAccount when one is declared, and this waits for its ``ready`` log line
-        (``wait=False`` does not: to catch it in the middle of its first pass, say). ``args`` replace the
-        declared ones of a script (a kopf controller takes none). It runs until :meth:`stop`, ``down``
-        or ``reset``, whoever started it: a notebook, ``krmcourse solve`` or a test.
+        It runs as its ServiceAccount when one is declared (see :meth:`controller_kubeconfig`; a
+        ``kubeconfig`` given here takes its place, as the fault harness's proxy does), and this waits
+        for its ``ready`` log line (``wait=False`` does not: to catch it in the middle of its first
+        pass, say). ``args`` replace the declared ones of a script (a kopf controller takes none). It
+        runs until :meth:`stop`, ``down`` or ``reset``, whoever started it: a notebook, ``krmcourse
+        solve`` or a test.
         """
         spec = self.spec.controller(name)
         if not spec.script.is_file():
             raise UsageError(f"Lab {self.name}: controller {name}'s program {spec.script} does not exist.",
                              f"Fix its 'script:' or 'kopf:' line in {self.path / 'lab.yaml'}: a path from the "
                              "lab folder.")
-        kubeconfig = None
-        if spec.serviceaccount:
-            namespace, account = spec.serviceaccount.split("/")
-            kubeconfig = self.kubeconfig_for(account, namespace)
+        if kubeconfig is None and spec.serviceaccount:
+            kubeconfig = self.controller_kubeconfig(name)
         self._processes.pop(name, None)  # so that the start below adopts it when it is the same
         if spec.kopf:
             proc = self.run_kopf(spec.script, name=name, kubeconfig=kubeconfig, env=env)
@@ -668,6 +669,14 @@ class Lab:
         if spec.ready and wait:
             proc.wait_for_log(spec.ready, timeout=60)
         return proc
+
+    def controller_kubeconfig(self, name: str) -> Path:
+        """The kubeconfig a declared controller runs with: its ServiceAccount's, or the lab's own."""
+        spec = self.spec.controller(name)
+        if not spec.serviceaccount:
+            return self.kubeconfig
+        namespace, account = spec.serviceaccount.split("/")
+        return self.kubeconfig_for(account, namespace)
 
     def stop(self, name: str) -> bool:
         """Stop one of the lab's processes by name, whoever started it; False when it was not running."""

@@ -28,7 +28,6 @@ pass, since events may have been missed) after a 410 or any error.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -43,13 +42,14 @@ import kr8s
 import kr8s.asyncio
 from kr8s.objects import APIObject
 
+from . import controllerkit
+
 log = logging.getLogger("controller")
 # Why each pass ran (start, events, resync, requeue, retry). DEBUG, so the controllers' logs shown
 # in notebooks keep telling their own story; a test turns it on to see the mechanism.
 trace = logging.getLogger("controller.passloop")
 
 COALESCE_SECONDS = 0.1  # after the first event, wait this long for the rest of the burst
-WATCH_SECONDS = 300  # ask the server to end each watch after this long; we resume from there
 STOP_CHECK_SECONDS = 0.2  # how often the idle loop looks at its own stop flag (no API calls)
 
 
@@ -88,48 +88,27 @@ async def _watch_forever(resource: str, wake: threading.Event, ready: threading.
     """List, then watch ``resource`` in all namespaces, and set ``wake`` on every change; never returns.
 
     Runs on its own event loop in its own thread, with its own async client (kr8s clients are bound
-    to the loop that made them).
+    to the loop that made them). The list+watch loop itself is the toolkit's
+    (:func:`krmcourse.controllerkit.list_then_watch`).
     """
-    api = await kr8s.asyncio.api(kubeconfig=os.environ["KUBECONFIG"])
-    version: str | None = None  # None: we must (re-)list before watching
-    delay = 0.5
-    while True:
+    while True:  # the API server may not answer yet (restarting): ask again, as the watch itself would
         try:
-            if version is None:
-                async with api.async_get_kind(resource, namespace=kr8s.ALL) as (_, response):
-                    version = response.json()["metadata"]["resourceVersion"]
-                if ready.is_set():  # a re-list: changes may have slipped by while we were not watching
-                    trace.debug("%s: re-listed at resourceVersion %s", resource, version)
-                    wake.set()
-                ready.set()
-            params = {
-                "resourceVersion": version,
-                "allowWatchBookmarks": "true",
-                "timeoutSeconds": WATCH_SECONDS,
-            }
-            async with api.async_get_kind(
-                resource, namespace=kr8s.ALL, watch=True, timeout=None, params=params
-            ) as (_, response):
-                async for line in response.aiter_lines():
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    if event.get("type") == "ERROR":  # typically 410 Gone: our resourceVersion is too old
-                        trace.debug("%s: watch error %s, re-listing", resource, event["object"].get("code"))
-                        version = None
-                        break
-                    version = event["object"]["metadata"]["resourceVersion"]
-                    if event.get("type") != "BOOKMARK":  # a bookmark only moves the resourceVersion on
-                        trace.debug("%s: %s %s", resource, event["type"], event["object"]["metadata"]["name"])
-                        wake.set()
-            delay = 0.5  # the stream ended normally (or silently): resume from the last resourceVersion
+            api = await kr8s.asyncio.api(kubeconfig=os.environ["KUBECONFIG"])
+            res = await controllerkit.lookup(api, resource)
+            break
         except Exception as exc:  # noqa: BLE001 - a watcher must outlive any single failure
-            log.warning(
-                "watch of %s failed, re-listing in %.1fs: %s: %s", resource, delay, type(exc).__name__, exc
-            )
-            version = None
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
+            log.warning("cannot look %s up yet (%s: %s); again in 1 s", resource, type(exc).__name__, exc)
+            await asyncio.sleep(1)
+    client = controllerkit.Client(api)
+    async for kind, obj in controllerkit.list_then_watch(client, res):
+        if kind == "LIST":
+            trace.debug("%s: listed at resourceVersion %s", resource, obj["metadata"].get("resourceVersion"))
+            if ready.is_set():  # a re-list: changes may have slipped by while we were not watching
+                wake.set()
+            ready.set()
+        else:
+            trace.debug("%s: %s %s", resource, kind, obj["metadata"]["name"])
+            wake.set()
 
 
 def _start_watcher(resource: str, wake: threading.Event) -> threading.Event:

@@ -58,10 +58,32 @@ def provider_problem() -> str | None:
     return _PROBLEM[0]
 
 
+#: Files whose tests share nothing (each starts a cluster of its own) and which take longest: their tests go
+#: one by one to whichever worker is free, rather than all to one worker that the whole run then waits for.
+SPREAD = frozenset({"tests/test_faults.py", "tests/test_exercises.py"})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """--dist loadfile, except for the files in :data:`SPREAD`."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileExceptSpread(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return nodeid if file in SPREAD else file
+
+    return LoadFileExceptSpread(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Tests of one provider's own machinery run when the run uses that provider: a kwok run says so
     # rather than failing for want of Docker, and a kind run never skips them.
     for item in items:
+        if item.path.suffix == ".ipynb":  # a learner runs every notebook on whichever provider they have
+            item.add_marker(pytest.mark.every_provider)
         for name in ("kind", "kwok"):
             if name in item.keywords and run_provider() != name:
                 item.add_marker(pytest.mark.skip(reason=f"tests the {name} provider, and this run uses "

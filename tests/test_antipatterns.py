@@ -17,6 +17,8 @@ import pytest
 from krmcourse import KubectlError, Lab
 from krmcourse.labcode import lab_module
 
+pytestmark = pytest.mark.every_provider
+
 LAB_PATH = Path(__file__).resolve().parent.parent / "labs" / "api-anti-patterns"
 dl, fd, conv = (lab_module("api-anti-patterns", m) for m in ("datastore_limits", "fancydns", "fancydns_conversion"))
 
@@ -53,6 +55,37 @@ def test_conversion_refuses_what_v2_cannot_say() -> None:
     assert "serves no protocol" in answer["result"]["message"]
 
 
+def test_the_site_recorder_keeps_serving_when_the_api_server_does_not_answer() -> None:
+    """A status write that gets no answer (an API server restarting) saves nothing, and the next batch
+    starts a transaction of its own rather than failing inside the one left open."""
+    import httpx
+
+    recorder_code = _script("site_recorder")
+    answering = {"now": False}
+
+    def api(request: httpx.Request) -> httpx.Response:
+        if not answering["now"]:
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200, json={"metadata": {"name": "harbour"}, "status": {"received": 1}})
+
+    recorder = recorder_code.Recorder.__new__(recorder_code.Recorder)
+    recorder.http, recorder.url = httpx.Client(base_url="http://api", transport=httpx.MockTransport(api)), "/site"
+    recorder.site, recorder.archive = {"metadata": {"name": "harbour"}}, recorder_code.Archive()
+
+    def record(status: dict, readings: list, archive: object) -> dict:
+        archive.save(readings)
+        return {"received": len(readings)}
+
+    recorder.record = record
+    reading = [{"device": "d1", "seq": 1, "at": "t"}]
+    for _ in range(2):
+        code, said = recorder.handle(reading)
+        assert code == 503 and "did not answer" in said["message"], said
+    assert recorder.archive.count() == 0
+    answering["now"] = True
+    assert recorder.handle(reading)[0] == 200 and recorder.archive.count() == 1
+
+
 def test_operator_gates_and_conditions() -> None:
     assert operator_code.parse_gates("") == {"QueryLogging": False}
     assert operator_code.parse_gates("QueryLogging=true") == {"QueryLogging": True}
@@ -70,7 +103,7 @@ def test_operator_gates_and_conditions() -> None:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    lab = Lab("api-anti-patterns").up(at="reject-both-false")
+    lab = Lab("api-anti-patterns").reset(at="reject-both-false")  # fresh: a notebook may have left it up
     yield lab
     lab.down()
 

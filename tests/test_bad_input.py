@@ -21,6 +21,8 @@ import pytest
 from krmcourse import Lab
 from krmcourse.errors import KubectlError, UnknownExerciseError, UnknownLabError, UsageError, WaitTimeout
 
+pytestmark = pytest.mark.every_provider
+
 ROOT = Path(__file__).resolve().parent.parent
 KRMCOURSE = [sys.executable, "-m", "krmcourse.cli"]
 
@@ -237,6 +239,29 @@ def test_kubectl_failures_say_what_to_do_next(own_home: Path) -> None:
         with pytest.raises(KubectlError) as failed:
             lab.kubectl(*args)
         assert next_step in str(failed.value), f"kubectl {' '.join(args)}: {failed.value}"
+
+
+def test_a_server_that_never_answers_stops_kubectl_with_a_next_step(tmp_path: Path) -> None:
+    """An API server that accepts the connection and then says nothing (one restarting, one frozen)."""
+    import socket
+
+    from krmcourse import kubectl
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        config = tmp_path / "kubeconfig"
+        config.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{silent.getsockname()[1]}"}}}}]
+contexts: [{{name: c, context: {{cluster: c, user: u}}}}]
+current-context: c
+users: [{{name: u, user: {{}}}}]
+""")
+        with pytest.raises(KubectlError) as stopped:
+            kubectl.run(config, ["get", "--raw", "/readyz"], timeout=1)
+    assert "no answer within 1 s" in str(stopped.value)
+    assert "krmcourse status" in stopped.value.hint
 
 
 def test_a_wait_that_runs_out_says_where_to_look() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from krmcourse import KubectlError
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_provider]
 
 WIDGET_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",

@@ -7,10 +7,13 @@ scheduler and kwok's simulated nodes are all real, so "Ready" below means pods a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import kubernetes
 import pytest
+from kubernetes.dynamic import DynamicClient
 
 from krmcourse import Lab
 from krmcourse.labcode import lab_module
@@ -107,3 +110,43 @@ def test_webapp_composes_a_bucket_that_the_provisioner_makes(lab: Lab) -> None:
                    message="the unwanted Bucket was never deleted")
     assert cloud.get_bucket("web-store-assets") is None
     assert comp.wait_ready(lab, "store")["status"]["bucketURL"] == ""
+
+
+@pytest.mark.cluster
+def test_a_reconcile_under_way_does_not_take_back_children_orphaned_meanwhile(
+        lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kubectl delete --cascade=orphan`` lands while a reconcile is between reading and writing.
+
+    The garbage collector strips the children's ownerReferences; if the reconcile then applied them as it
+    read them, the ownerReferences would be back, pointing at a deleted WebApp, and the collector would
+    delete the children it was told to keep (it did, in about one orphan-delete in three, under load).
+    The controller's own reconcile runs here, in the test, with the delete made at the worst moment: after
+    its last look at the owner, before it writes the children.
+    """
+    controller = comp.start_controller(lab)
+    lab.apply(_webapp("race"))
+    comp.wait_ready(lab, "race", timeout=90)
+    controller.stop()  # only the reconcile below writes the children now
+    webapp = lab_module("composite", "controllers.webapp")
+    monkeypatch.setattr(webapp, "_client", DynamicClient(kubernetes.config.new_client_from_config(
+        config_file=str(lab.kubeconfig))))
+    children = [("configmap", "race-config"), ("deployment", "race"), ("service", "race")]
+
+    def orphaned(kind: str, name: str) -> bool:
+        child = lab.get(kind, name, namespace=comp.TEAM)
+        return child is not None and not child["metadata"].get("ownerReferences")
+
+    def deleted_with_orphan_after_the_last_look(app: dict, now: dict | None) -> bool:
+        verdict = real_going(app, now)
+        if now is not app:  # the reconcile's second read of the owner, which still saw it
+            lab.kubectl("delete", "webapp", "race", "-n", comp.TEAM, "--cascade=orphan", "--wait=true")
+            lab.wait_until(lambda: all(orphaned(k, n) for k, n in children), timeout=60,
+                           message="the garbage collector never orphaned race's children")
+        return verdict
+
+    real_going = webapp.going
+    monkeypatch.setattr(webapp, "going", deleted_with_orphan_after_the_last_look)
+    webapp.reconcile(comp.TEAM, "race", logging.getLogger("test"))
+    assert lab.get("webapp", "race", namespace=comp.TEAM) is None
+    taken_back = [f"{k}/{n}" for k, n in children if not orphaned(k, n)]
+    assert not taken_back, f"the reconcile gave the deleted WebApp its children back: {taken_back}"

@@ -15,6 +15,8 @@ from cryptography import x509
 from krmcourse.labcode import lab_module
 from krmcourse.webhooks import WebhookError, admission_response, make_tls, parse_review
 
+pytestmark = pytest.mark.every_provider
+
 LAB_NAME = "enforcer"  # the lab fixture (conftest) brings it up for this module
 
 ROOT = Path(__file__).resolve().parent.parent

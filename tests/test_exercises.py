@@ -1,9 +1,12 @@
-"""Every exercise of every lab, proved both ways on a real cluster.
+"""Every exercise of every lab, proved both ways on a real cluster, from the command line.
 
-Exercises build on each other, so each lab gets one fresh cluster and its exercises run in order: the
-check must fail (with a hint) before the solution, and pass after it. An exercise may also list the
-wrong solutions a hurried learner would try (``WRONG`` in its file): after each, the check must still
-fail, with a hint, and the reference solution must still work from there.
+Exercises build on each other, so each lab gets one fresh cluster (``krmcourse up``) and its exercises
+run in order, each step a command of its own as a learner types it in a terminal: ``krmcourse check``
+must fail with a hint, ``krmcourse solve`` must succeed, and ``krmcourse check`` must then pass. So
+whatever a solution needs (a controller, a webhook server) must outlive the command that started it.
+An exercise may also list the wrong solutions a hurried learner would try (``WRONG`` in its file):
+they are functions, so they run here, in the test's process; after each, the check must still fail,
+with a hint, and the reference solution must still work from there.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from terminal import cli, said
 
 from krmcourse import CheckFailed, Lab, catalog, exercises
 
@@ -26,12 +30,15 @@ def wrong_solutions(lab: Lab, exercise: str) -> dict[str, Callable[[Lab], None]]
 @pytest.mark.parametrize("name", LABS)
 def test_each_check_fails_before_and_passes_after_its_solution(name: str) -> None:
     lab = Lab(name, say=lambda _m: None)
+    lab.down()  # a fresh cluster, as a learner's first `up` makes it
+    up = cli("up", name)
+    assert up.returncode == 0, said(up)
     try:
-        lab.reset()
         for ex in lab.spec.exercises:
-            with pytest.raises(CheckFailed) as before:
-                lab.check(ex.id)
-            assert before.value.message.strip(), f"{ex.id}: a failing check must give a hint"
+            before = cli("check", name, ex.id)
+            assert before.returncode == 1, f"{name}/{ex.id}: `check` before `solve`:\n{said(before)}"
+            assert "error:" in before.stderr and before.stderr.split("error:", 1)[1].strip(), (
+                f"{ex.id}: a failing check must give a hint:\n{said(before)}")
             for what, attempt in wrong_solutions(lab, ex.id).items():
                 attempt(lab)
                 try:
@@ -40,10 +47,10 @@ def test_each_check_fails_before_and_passes_after_its_solution(name: str) -> Non
                     assert wrong.message.strip(), f"{ex.id}: after {what!r} the check must say what is wrong"
                 else:
                     pytest.fail(f"{name}/{ex.id}: the check passed after a wrong solution: {what}")
-            lab.solve(ex.id)
-            # A controller may need a moment to act on the solution.
-            lab.wait_until(lambda ex_id=ex.id: lab.solved(ex_id), timeout=60, interval=1,
-                           message=f"{name}/{ex.id} still fails after its solution")
+            solved = cli("solve", name, ex.id)
+            assert solved.returncode == 0, f"{name}/{ex.id}: `solve` failed:\n{said(solved)}"
+            after = cli("check", name, ex.id)
+            assert after.returncode == 0, f"{name}/{ex.id}: `check` after `solve` had exited:\n{said(after)}"
     finally:
         lab.down()
 

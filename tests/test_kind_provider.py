@@ -187,12 +187,15 @@ def test_a_lab_on_kind_has_simulated_nodes_a_real_control_plane_and_leaves_nothi
 
 @pytest.mark.kind
 @pytest.mark.cluster
-def test_doctor_fix_removes_a_kind_cluster_whose_state_folder_is_gone():
+@pytest.mark.parametrize("remade_by_the_engine", [False, True], ids=["gone", "remade-empty"])
+def test_doctor_fix_removes_a_kind_cluster_whose_state_folder_is_gone(remade_by_the_engine: bool):
     lab = Lab("sandbox", instance="orphan", provider="kind", say=lambda _m: None).up()
     provider = lab.provider
     name, kwok = provider.kind_name(lab.cluster), lab.component_pids()["kwok-controller"]
     # A crashed kernel with a deleted state folder: the node container and kwok are left behind.
     subprocess.run(["rm", "-rf", str(provider.folder(lab.cluster)), str(lab.home)], check=True)
+    if remade_by_the_engine:  # a restarted engine starts the node again, making each missing mount a directory
+        (provider.folder(lab.cluster) / "cni.conflist").mkdir(parents=True)
     findings = [f for f in doctor.examine() if not f.ok]
     assert any(name in f.what and "doctor --fix" in f.fix for f in findings), findings
     assert any(f.what.startswith(f"leaked process {kwok}") for f in findings), findings

@@ -17,7 +17,7 @@ from krmcourse.labcode import lab_module
 LAB_NAME = "job-like"  # the lab fixture (conftest) brings it up for this module
 LAB_INSTANCE = "kp-test"
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_provider]
 joblab = lab_module("job-like", "joblab")
 
 

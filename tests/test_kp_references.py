@@ -10,7 +10,7 @@ from krmcourse.labcode import lab_module
 LAB_NAME = "references"  # the lab fixture (conftest) brings it up for this module
 LAB_INSTANCE = "kp-test"
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_provider]
 reflab = lab_module("references", "reflab")
 
 STORES = "assetstores.refs.krmcourse.dev"

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from terminal import cli
 
 from krmcourse import Lab, ManagedProcess
 from krmcourse.errors import UsageError
 from krmcourse.processes import managed_pid_alive
-
-CLI = [sys.executable, "-m", "krmcourse.cli"]
 
 SLEEPER = "import os, time\nprint('started', os.getpid(), flush=True)\ntime.sleep(600)\n"
 
@@ -102,9 +101,6 @@ def test_a_controller_outlives_its_starter_and_is_adopted_not_doubled(tmp_path: 
 def test_check_solve_check_as_separate_commands(lab_name: str, exercise: str) -> None:
     """The round trip a learner makes in a terminal: each step is its own process."""
     where = [lab_name, "--instance", "cli"]
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600)
 
     up = cli("up", *where)
     assert up.returncode == 0, up.stdout + up.stderr

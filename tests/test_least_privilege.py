@@ -12,6 +12,8 @@ import yaml
 
 from krmcourse.labcode import script_module
 
+pytestmark = pytest.mark.every_provider
+
 ROOT = Path(__file__).resolve().parent.parent
 LAB_NAME = "governor"  # the lab fixture (conftest) brings it up for the cluster test
 LAB_INSTANCE = "leastpriv"
@@ -28,6 +30,18 @@ def test_justification_file_is_well_formed() -> None:
     for c in data["controllers"]:
         # every controller named is one the lab runs: its account is defined in the lab's folder
         assert lp._sa_defined(ROOT / "labs" / c["lab"], c["serviceaccount"]), c["name"]
+
+
+def test_every_controller_with_an_account_of_its_own_is_measured() -> None:
+    from krmcourse import catalog
+
+    measured = {(c["lab"], c["serviceaccount"]) for c in _lp().load_data()["controllers"]}
+    declared = {(spec.name, c.serviceaccount): name for spec in catalog.all_labs()
+                for name, c in spec.controllers.items() if c.serviceaccount}
+    missing = [f"{lab}/{name} ({account})" for (lab, account), name in declared.items()
+               if (lab, account) not in measured]
+    assert not missing, ("run benchmarks/least_privilege.py for these and list them in "
+                         f"benchmarks/least_privilege_justified.yaml: {', '.join(missing)}")
 
 
 def test_well_formedness_check_catches_mistakes(tmp_path: Path) -> None:

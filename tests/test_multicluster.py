@@ -14,6 +14,8 @@ import pytest
 
 from krmcourse.labcode import lab_module
 
+pytestmark = pytest.mark.every_provider
+
 LAB = Path(__file__).resolve().parent.parent / "labs" / "multi-cluster"
 
 

@@ -9,6 +9,8 @@ import pytest
 from krmcourse import Lab, kubectl, probe
 from krmcourse.reads import DISCOVERY, resource_names
 
+pytestmark = pytest.mark.every_provider
+
 
 def _discovery(*groups: tuple[str, list[tuple[str, list[dict]]]]) -> dict:
     return {"items": [{"metadata": {"name": g}, "versions": [{"version": v, "resources": rs} for v, rs in vs]}

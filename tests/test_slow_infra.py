@@ -90,7 +90,7 @@ def test_metal_service_is_slow_idempotent_and_calls_back() -> None:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    lab = Lab("slow-infrastructure").up(at="state-enum")
+    lab = Lab("slow-infrastructure").reset(at="state-enum")  # fresh: a notebook run by this worker may have left it up
     yield lab
     lab.down()
 
@@ -125,7 +125,8 @@ def test_controller_converges_after_sigkill_mid_work(lab: Lab) -> None:
         controller.stop()
         metal.process.stop()
     assert {n: o["status"]["state"] for n, o in found.items()} == {"k1": "Provisioned", "k2": "Provisioned"}
-    assert sorted(j["owner"] for j in si.jobs(lab)) == ["k1", "k2"]
+    # One Job each, however often the controller died (the skipped-ahead exercises left Jobs of their own).
+    assert sorted(j["owner"] for j in si.jobs(lab) if j["owner"] in ("k1", "k2")) == ["k1", "k2"]
     assert stats["hosts"] == 2 and stats["callbacks failed"] >= 1
     assert set(si.status_writers(lab)) == {"system:serviceaccount:krm-system:server-controller"}
     assert not lab.can_i("krm-system/server-controller", "update", "servers.metal.krmcourse.dev", namespace="dc1")

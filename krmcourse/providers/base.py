@@ -76,6 +76,12 @@ class Provider(ABC):
     def audit_log(self, cluster: str) -> Path | None:
         return None
 
+    def restart_apiserver(self, cluster: str) -> None:
+        """Kill kube-apiserver as a crash would, and have it started again (the fault harness's fault).
+
+        Returns once it was started again, not once it serves: the caller waits for that."""
+        self.require("restart-apiserver", "restart kube-apiserver")
+
     def owns_clusters(self) -> bool:
         """False when the provider only borrows a cluster that someone else runs."""
         return True

@@ -32,6 +32,7 @@ import psutil
 import yaml
 
 from .. import nodeimage, toolchain
+from ..credentials import as_files
 from ..errors import ClusterError, ProviderError
 from ..paths import private_file, state_dir
 from ..processes import spawn_detached
@@ -57,9 +58,14 @@ REAL_NODES_ONLY = json.dumps({"spec": {"template": {"spec": {"affinity": {"nodeA
 KWOK_ANNOTATION = "kwok.x-k8s.io/node=fake"
 
 
+def _node_of(kind_name: str) -> str:
+    """The node container's name for a kind cluster name, as kind names it (one node per cluster)."""
+    return f"{kind_name}-control-plane"
+
+
 class KindProvider(Provider):
     name = "kind"
-    capabilities = frozenset({"simulated-nodes", "etcd", "control-plane-flags", "audit-log"})
+    capabilities = frozenset({"simulated-nodes", "etcd", "control-plane-flags", "audit-log", "restart-apiserver"})
 
     def __init__(self, kind: str | None = None) -> None:
         self._kind = kind
@@ -89,7 +95,7 @@ class KindProvider(Provider):
 
     def node(self, cluster: str) -> str:
         """The node container's name, as kind names it."""
-        return f"{self.kind_name(cluster)}-control-plane"
+        return _node_of(self.kind_name(cluster))
 
     def audit_log(self, cluster: str) -> Path | None:
         log = self.folder(cluster) / "audit" / "audit.log"
@@ -248,6 +254,7 @@ class KindProvider(Provider):
                                f"The node's logs are kept in {folder / 'logs'}; 'krmcourse reset' tries again, "
                                "and 'krmcourse doctor' checks Docker." + inotify_advice())
         os.chmod(kubeconfig, 0o600)
+        as_files(kubeconfig, folder / "pki")  # kind writes them inline; every client would copy them to /tmp
         # kind lets pods onto the only node; the labs' pods belong on their simulated nodes, as on kwok.
         # And the cluster's own add-ons belong on the real node, where they really run.
         admin = ("kubectl", "--kubeconfig=/etc/kubernetes/admin.conf")
@@ -314,23 +321,12 @@ class KindProvider(Provider):
             if _runs_from(pid, folder):
                 stop_process(pid)
         if self._node_exists(cluster):
-            node, said = self.node(cluster), ""
-            self._thaw(node)
+            # Files the API server wrote as root into the mounted audit folder go with the node.
             try:
-                # Files the API server wrote as root into the mounted audit folder go with the node.
                 self._exec(cluster, "sh", "-c", f"rm -rf {AUDIT_DIR}/*", check=False)
-                if self.kind:
-                    said = self._run("delete", "cluster", "--name", self.kind_name(cluster), "--kubeconfig",
-                                     str(self.kubeconfig(cluster)), timeout=180).stderr
-            except subprocess.TimeoutExpired as exc:
-                said = f"'{' '.join(map(str, exc.cmd[:3]))}' did not finish within {exc.timeout:.0f} s"
-            if self._node_exists(cluster):  # kind could not, or is gone: remove the node container itself
-                self._thaw(node)
-                subprocess.run([self.engine, "rm", "-f", "-v", node], capture_output=True, timeout=120)
-            if self._node_exists(cluster):
-                raise ClusterError(f"Could not delete the node container {node} of {cluster}: {said.strip()[-500:]}",
-                                   f"Remove it by hand ('{self.engine} rm -f -v {node}'), then run 'krmcourse "
-                                   "doctor --fix'.")
+            except subprocess.TimeoutExpired:
+                pass  # the node is removed next, with its files
+            self._remove_node(self.kind_name(cluster), self.kubeconfig(cluster), what=cluster)
         shutil.rmtree(folder, ignore_errors=True)
 
     def _thaw(self, container: str) -> None:
@@ -354,7 +350,10 @@ class KindProvider(Provider):
                 continue
 
     def _node_exists(self, cluster: str) -> bool:
-        return self._inspect(self.node(cluster), "{{.State.Running}}") is not None
+        return self._container_exists(self.node(cluster))
+
+    def _container_exists(self, container: str) -> bool:
+        return self._inspect(container, "{{.State.Running}}") is not None
 
     def exists(self, cluster: str) -> bool:
         return self.folder(cluster).is_dir() or (self.engine_problem() is None and self._node_exists(cluster))
@@ -376,18 +375,37 @@ class KindProvider(Provider):
             if not name.startswith("krm-"):
                 continue
             try:
-                mounts = json.loads(self._inspect(f"{name}-control-plane", "{{json .Mounts}}") or "[]")
+                mounts = json.loads(self._inspect(_node_of(name), "{{json .Mounts}}") or "[]")
             except ValueError:
                 continue
-            sources = [m.get("Source", "") for m in mounts]
-            folders = {Path(src).parent for src in sources if src.endswith("/cni.conflist")}
-            if folders and not any(f.is_dir() for f in folders):
+            # Gone, or a directory: the engine makes a missing bind-mount source a directory when it
+            # starts the node again (at its own restart), which brings back an empty state folder.
+            conflists = [Path(m.get("Source", "")) for m in mounts if m.get("Source", "").endswith("/cni.conflist")]
+            if conflists and not any(c.is_file() for c in conflists):
                 found.append(name)
         return found
 
     def remove_orphan(self, name: str) -> None:
         """Delete a kind cluster found by :meth:`orphans`, by its kind name."""
-        self._run("delete", "cluster", "--name", name, timeout=180)
+        self._remove_node(name, state_dir() / "kind" / ".kube-config-unused", what=f"kind cluster {name}")
+
+    def _remove_node(self, name: str, kubeconfig: Path, what: str) -> None:
+        """Delete kind cluster NAME; when kind cannot (or is gone), remove its node container directly."""
+        node, said = _node_of(name), ""
+        self._thaw(node)
+        try:
+            if self.kind:
+                said = self._run("delete", "cluster", "--name", name, "--kubeconfig", str(kubeconfig),
+                                 timeout=180).stderr
+        except subprocess.TimeoutExpired as exc:
+            said = f"'{' '.join(map(str, exc.cmd[:3]))}' did not finish within {exc.timeout:.0f} s"
+        if self._container_exists(node):
+            self._thaw(node)
+            subprocess.run([self.engine, "rm", "-f", "-v", node], capture_output=True, timeout=120)
+        if self._container_exists(node):
+            raise ClusterError(f"Could not delete the node container {node} of {what}: {said.strip()[-500:]}",
+                               f"Remove it by hand ('{self.engine} rm -f -v {node}'), then run 'krmcourse "
+                               "doctor --fix'.")
 
     def pids(self, cluster: str) -> dict[str, int]:
         """kwok's pid, and those of the node's control-plane programs as this machine numbers them."""
@@ -411,6 +429,13 @@ class KindProvider(Provider):
         pid = self.pids(cluster).get("kwok-controller")
         return {"node": self._inspect(self.node(cluster), "{{.State.Running}}") == "true",
                 "kwok-controller": pid is not None and _alive(pid)}
+
+    def restart_apiserver(self, cluster: str) -> None:
+        """Kill kube-apiserver in the node (by its pid on this machine); the kubelet starts its static pod again."""
+        pid = self.pids(cluster).get("kube-apiserver")
+        if pid is None:
+            raise ClusterError(f"kube-apiserver of {cluster} is not running in its node.", "'krmcourse reset' the lab.")
+        os.kill(pid, signal.SIGKILL)
 
     def restart_stopped(self, cluster: str) -> list[str]:
         """Start kwok again if it stopped; a stopped node container means recreating the cluster."""

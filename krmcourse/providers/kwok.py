@@ -77,7 +77,7 @@ def _port_lock() -> AbstractContextManager[None]:
 
 class KwokProvider(Provider):
     name = "kwok"
-    capabilities = frozenset({"simulated-nodes", "etcd", "control-plane-flags", "audit-log"})
+    capabilities = frozenset({"simulated-nodes", "etcd", "control-plane-flags", "audit-log", "restart-apiserver"})
 
     @property
     def workdir(self) -> Path:
@@ -255,6 +255,16 @@ class KwokProvider(Provider):
         response = httpx.post(f"{url}/v3/kv/range", json=range_request(key), timeout=10)
         response.raise_for_status()
         return list(response.json().get("kvs") or [])
+
+    def restart_apiserver(self, cluster: str) -> None:
+        pid = self.pids(cluster).get("kube-apiserver")
+        if pid is None or not _alive(pid):
+            raise ClusterError(f"kube-apiserver of {cluster} is not running.", "'krmcourse reset' the lab.")
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.restart_stopped(cluster)
 
     def restart_stopped(self, cluster: str) -> list[str]:
         """Have kwokctl start the components that stopped, the way ``kwokctl start cluster`` does.

@@ -17,13 +17,16 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
+
+from .. import controllerkit
+from ..background import LoopThread
 
 Obj = dict[str, Any]
 
@@ -164,110 +167,73 @@ def entries_from_events(events: list[Obj], start: datetime, end: datetime) -> li
 
 
 class WatchRecorder:
-    """Watches some kinds in one namespace from a private thread and event loop, and keeps every
-    event with the time it arrived. start() returns once every watch is open."""
+    """Watches some kinds in one namespace on a private event loop (:class:`krmcourse.background.LoopThread`),
+    and keeps every event with the time it arrived. start() returns once every watch is open."""
 
     def __init__(self, kubeconfig: Path, namespace: str, kinds: list[str]) -> None:
         if not kinds:
             raise ValueError("name at least one kind to watch, e.g. ['configmaps']")
         self.kubeconfig, self.namespace, self.kinds = kubeconfig, namespace, kinds
         self.entries: list[TimelineEntry] = []
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._thread = LoopThread("watch-recorder")
 
     def start(self, timeout: float = 30) -> None:
-        self._thread = threading.Thread(target=self._run, name="watch-recorder", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout) or self._error is not None:
-            self.stop()
-            raise RuntimeError(f"could not watch {self.kinds} in {self.namespace!r}: {self._error}")
+        try:
+            self._thread.start(self._main, timeout)
+        except RuntimeError as error:
+            raise RuntimeError(f"could not watch {self.kinds} in {self.namespace!r}: {error.__cause__ or error}") \
+                from error.__cause__
 
     def stop(self) -> None:
-        if self._loop is not None and self._thread is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(_cancel_all)
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._thread.stop()
 
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as error:  # noqa: BLE001 - reported to start(); the thread must not die loudly
-            self._error = error
-            self._ready.set()
-
-    async def _main(self) -> None:
+    async def _main(self, ready: Callable[[], None]) -> None:
         import kr8s.asyncio
 
-        self._loop = asyncio.get_running_loop()
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
             api = await kr8s.asyncio.api(kubeconfig=str(self.kubeconfig))
         opened = [asyncio.Event() for _ in self.kinds]
         tasks = [asyncio.create_task(self._watch(api, kind, ev)) for kind, ev in zip(self.kinds, opened, strict=True)]
+        waiter = asyncio.gather(*(ev.wait() for ev in opened))
         try:
-            waiter = asyncio.gather(*(ev.wait() for ev in opened))
             first: list[asyncio.Future[Any]] = [waiter, *tasks]
             done, _ = await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
             for task in tasks:
                 if task in done and (error := task.exception()) is not None:
                     raise error
-            self._ready.set()
+            ready()
             await asyncio.gather(*tasks)
         finally:
+            waiter.cancel()
             for task in tasks:
                 task.cancel()
             if api._session is not None:
                 await api._session.aclose()
 
     async def _watch(self, api: Any, kind: str, opened: asyncio.Event) -> None:
-        singular, plural, _ = await api.async_lookup_kind(kind)
-        version = singular.split("/", 1)[1] if "/" in singular.split(".")[0] else singular.split(".", 1)[1]
-        async with api.call_api("GET", version=version, url=plural, namespace=self.namespace) as response:
-            listing = response.json()
-        last: dict[str, Obj] = {i["metadata"]["uid"]: i for i in listing.get("items", [])}
-        label = listing.get("kind", "List").removesuffix("List") or plural
-        params = {"watch": "true", "resourceVersion": listing["metadata"]["resourceVersion"]}
-        async with api.call_api(
-            "GET", version=version, url=plural, namespace=self.namespace, params=params, stream=True, timeout=None
-        ) as response:
-            opened.set()
-            async for line in response.aiter_lines():
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                obj = event["object"]
-                if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
-                    continue
-                uid = obj["metadata"]["uid"]
-                previous = last.get(uid)
-                detail = describe_change(previous, obj) if event["type"] == "MODIFIED" else ""
-                by = writer(previous, obj) if event["type"] != "DELETED" else ""
-                last[uid] = obj
-                self.entries.append(
-                    TimelineEntry(
-                        datetime.now(UTC),
-                        "watch",
-                        obj.get("kind", label),
-                        obj["metadata"]["name"],
-                        event["type"],
-                        detail,
-                        by,
-                    )
-                )
+        res = await controllerkit.lookup(api, kind)
+        last: dict[str, Obj] = {}
+        async for change, obj in controllerkit.list_then_watch(controllerkit.Client(api), res, self.namespace):
+            if change == "LIST":  # what was there before: changes are described against it
+                last = {i["metadata"]["uid"]: i for i in obj.get("items") or []}
+                opened.set()
+                continue
+            uid = obj["metadata"]["uid"]
+            previous = last.get(uid)
+            detail = describe_change(previous, obj) if change == "MODIFIED" else ""
+            by = writer(previous, obj) if change != "DELETED" else ""
+            last[uid] = obj
+            self.entries.append(
+                TimelineEntry(datetime.now(UTC), "watch", obj.get("kind") or res.plural,
+                              obj["metadata"]["name"], change, detail, by)
+            )
 
 
 def _offset(entry: TimelineEntry, start: datetime) -> str:
     """Seconds since the block started; whole-second Events are marked approximate (~)."""
     seconds = (entry.time - start).total_seconds()
     return f"+{seconds:.3f}s" if entry.precise else f"~+{max(seconds, 0):.0f}s"
-
-
-def _cancel_all() -> None:
-    """Runs inside the recorder's loop: cancelling every task there ends asyncio.run()."""
-    for task in asyncio.all_tasks():
-        task.cancel()
 
 
 class EventTimeline:

@@ -13,6 +13,8 @@ import datetime
 import json
 import os
 import re
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,8 @@ import httpx
 
 from krmcourse import Lab
 from krmcourse.apiload import Metrics, running_metrics_url, scrape, scrape_apiserver
+from krmcourse.credentials import connection
+from krmcourse.errors import KrmcourseError
 
 RECORDER = "site-recorder"
 NAMESPACE = "inventory"
@@ -144,6 +148,55 @@ def storm(lab: Lab, readings: int = 3000, batch: int = 100) -> Storm:
     result.archived = round(rec.total("site_archived_readings"))
     result.record_failures = round(rec.total("site_record_failures_total"))
     return result
+
+
+#: The device whose Device object gives the recorder work in the fault harness (faults/probe.yaml).
+PROBE = "fault-probe"
+_PROBE_PATH = f"/apis/inventory.krmcourse.dev/v1alpha1/namespaces/{NAMESPACE}/devices/{PROBE}"
+_gateways: dict[str, threading.Thread] = {}  # by cluster (see _cluster)
+
+
+def start_gateway(lab: Lab) -> threading.Thread:
+    """The site's gateway for the fault harness (``prepare:`` in lab.yaml): a thread, one per cluster.
+
+    The recorder watches nothing; readings are its only work. While Device inventory/fault-probe exists,
+    the gateway sends the running recorder one reading of that device (again, at its new address, until the
+    Site's history holds it: after a crash, say). While there is no such Device it takes that reading out of
+    the Site again, as the lab's admin, so that a probe applied later finds it missing. It stops when the
+    lab's kubeconfig changes or goes (a reset, ``down``).
+    """
+    cluster = _cluster(lab)
+    if cluster not in _gateways or not _gateways[cluster].is_alive():
+        _gateways[cluster] = threading.Thread(target=_gateway, args=(lab, cluster), name="site-gateway", daemon=True)
+        _gateways[cluster].start()
+    return _gateways[cluster]
+
+
+def _cluster(lab: Lab) -> str:
+    """Which cluster the lab has now: its kubeconfig, whose credentials a reset replaces ("" once it is down)."""
+    return lab.kubeconfig.read_text() if lab.kubeconfig.is_file() else ""
+
+
+def _gateway(lab: Lab, cluster: str) -> None:
+    conn = connection(lab.kubeconfig)
+    with (httpx.Client(base_url=conn.server, verify=conn.tls, headers=conn.headers, timeout=10) as api,
+          httpx.Client(timeout=90) as devices):
+        while _cluster(lab) == cluster:
+            try:
+                present = api.get(_PROBE_PATH).status_code == 200
+                status = api.get(SITE_PATH).raise_for_status().json().get("status") or {}
+                history = status.get("history") or []
+                sent = [r for r in history if r.get("device") == PROBE]
+                if present and not sent and (url := ingest_url(lab)):
+                    devices.post(url, json=[{**reading(0, 0), "device": PROBE}])
+                elif sent and not present:
+                    kept = {"history": [r for r in history if r.get("device") != PROBE],
+                            "received": max(0, int(status.get("received") or 0) - len(sent))}
+                    api.patch(f"{SITE_PATH}/status", json={"status": kept},
+                              headers={"Content-Type": "application/merge-patch+json"})
+            except (httpx.HTTPError, OSError, ValueError, KrmcourseError):
+                pass  # the API server restarting, the recorder killed: try again on the next round
+            time.sleep(0.2)
 
 
 def show(data: Any) -> str:

@@ -94,16 +94,39 @@ def start_enforcer(lab: Lab, webhook: bool | None = None) -> Enforcer:
     return enforcer
 
 
-def copies_defaults(lab: Lab) -> bool:
-    """Whether a new Cache in shop-copy gets class values now, by a dry run that stores nothing.
+def start_webhook_enforcer(lab: Lab) -> list[str]:
+    """The webhook enforcer, started and registered as the notebook's start_enforcer does (the webhook even
+    where a MutatingAdmissionPolicy is served), for the fault harness: ``prepare:`` in lab.yaml.
 
-    The API server picks up admission configuration asynchronously, after it is created or deleted.
+    Returns the arguments it runs with. Its address, port and certificate are made per cluster, so lab.yaml
+    cannot declare them: whoever starts it again must pass these, ``lab.start("enforcer", *args)``; with
+    no arguments it exits at once, and the API server refuses every Cache created in shop-copy.
     """
-    probe = (
-        "apiVersion: classes.krmcourse.dev/v1\nkind: Cache\nmetadata: {name: probe, namespace: shop-copy}\n"
-    )
-    out = lab.kubectl("create", "--dry-run=server", "-o", "yaml", "-f", "-", input=probe, check=False)
-    return "className" in out
+    enforcer = start_enforcer(lab, webhook=True)
+    assert enforcer.process is not None  # a webhook enforcer has its process
+    return enforcer.process.argv[2:]  # after the interpreter and the script
+
+
+def _admitted(lab: Lab, probe: str, output: str) -> str:
+    """What admission makes of ``probe`` (YAML) now, printed as ``output``: a dry run stores nothing.
+
+    The API server picks up admission configuration, and the classes it defaults from, asynchronously,
+    from its own watches: after they are created or deleted."""
+    return lab.kubectl("create", "--dry-run=server", "-o", output, "-f", "-", input=probe, check=False)
+
+
+def copies_defaults(lab: Lab) -> bool:
+    """Whether a new Cache in shop-copy gets class values now."""
+    probe = "apiVersion: classes.krmcourse.dev/v1\nkind: Cache\nmetadata: {name: probe, namespace: shop-copy}\n"
+    return "className" in _admitted(lab, probe, "yaml")
+
+
+def default_storage_class(lab: Lab, namespace: str) -> str:
+    """The storageClassName admission writes into a new claim that names none ("" while it knows no
+    default class yet)."""
+    probe = (f"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: probe, namespace: {namespace}}}\n"
+             "spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n")
+    return _admitted(lab, probe, "jsonpath={.spec.storageClassName}").strip()
 
 
 def cache(lab: Lab, namespace: str, name: str) -> dict[str, Any]:

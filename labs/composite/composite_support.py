@@ -28,6 +28,12 @@ def provisioner_lab() -> ModuleType:
     return lab_module("provisioner", "provisioner_support")
 
 
+def start_cloud(lab: Lab) -> Any:
+    """The provisioner lab's pretend cloud beside this cluster, configured for the provisioner: what the fault
+    harness starts before the provisioner (``converges.prepare`` in lab.yaml). Returns its CloudClient."""
+    return provisioner_lab().start_cloud(lab)
+
+
 def start_controller(lab: Lab) -> ManagedProcess:
     """Run the WebApp controller as its own ServiceAccount, once per cluster."""
     return lab.start("webapp-controller")

@@ -277,10 +277,35 @@ def open_case_names(lab: Lab) -> list[str]:
     return files.names if files else []
 
 
+def controller_args(record: Path, store: Path) -> list[str]:
+    """The casework controller's arguments: the record that says which Case each loop looks after, and the
+    provisioner's store outside the cluster."""
+    return ["--namespace", CASEWORK, "--record", str(record), "--store", str(store)]
+
+
 def start_controller(lab: Lab) -> ManagedProcess:
     """Run the casework controller as its ServiceAccount (or find it running); returns once it works."""
-    return lab.start("casework", "--namespace", CASEWORK, "--record", str(record_path(lab)),
-                     "--store", str(lab.home / "casework-outside.json"))
+    return lab.start("casework", *controller_args(record_path(lab), lab.home / "casework-outside.json"))
+
+
+#: The record the fault harness gives the casework loops: the Cases of faults/probe.yaml. No composite Case: the
+#: garbage collector removes the ConfigMap of a deleted Case a moment after it, so the ConfigMap of the harness's
+#: previous run could pass for the new one's.
+FAULT_RECORD = {
+    "provisioner": {"case": "fault-probe-provisioner", "manager": "fault-probe-provisioner",
+                    "externalID": "vol-fault-probe"},
+    "governor": {"case": "fault-probe-governor", "manager": "fault-probe-governor", "size": 7},
+}
+
+
+def prepare_faults(lab: Lab) -> list[str]:
+    """For the fault harness (``converges.prepare`` in lab.yaml): write FAULT_RECORD beside the cluster (apart
+    from the case files' record), and return the arguments that point the casework controller at it."""
+    folder = lab.home / "faults"
+    folder.mkdir(parents=True, exist_ok=True)
+    record = folder / "casework-record.json"
+    record.write_text(json.dumps(FAULT_RECORD, indent=1))
+    return controller_args(record, folder / "casework-outside.json")
 
 
 def open_cases(lab: Lab, fresh: bool = False) -> CaseFiles:

@@ -112,11 +112,24 @@ def start(lab: Lab, failure_policy: str = "Fail") -> Enforcer:
     machine, the container network's gateway when it runs in a kind node.
     """
     endpoint = endpoint_for(lab, lab.home / "enforcer-tls")
-    process = lab.start("enforcer", "--host", endpoint.host, "--port", str(endpoint.port),
-                        "--tls-dir", str(endpoint.tls.directory))
+    process = lab.start("enforcer", *serving_args(endpoint))
     enforcer = Enforcer(process, endpoint)
     lab.apply(webhook_configurations(enforcer.url, endpoint.tls.ca_bundle, failure_policy))
     return enforcer
+
+
+def serving_args(endpoint: Endpoint) -> list[str]:
+    """The enforcer's arguments that make it serve at ``endpoint``, with its certificate."""
+    return ["--host", endpoint.host, "--port", str(endpoint.port), "--tls-dir", str(endpoint.tls.directory)]
+
+
+def register_for_faults(lab: Lab) -> list[str]:
+    """For the fault harness (``converges.prepare`` in lab.yaml), which starts the enforcer itself: make
+    certificates for a free port, register the webhook there (failurePolicy Fail), and return the
+    arguments that make the declared enforcer serve there. Nothing serves there until it starts."""
+    endpoint = endpoint_for(lab, lab.home / "enforcer-tls")
+    lab.apply(webhook_configurations(endpoint.url(), endpoint.tls.ca_bundle))
+    return serving_args(endpoint)
 
 
 def set_failure_policy(lab: Lab, policy: str) -> str:

@@ -110,12 +110,12 @@ def _own(metrics: apiload.Metrics, name: str, **match: Any) -> int:
 
 
 def quiet_metrics(ctl: apiload.MeteredProcess, counter: str = "controller_api_requests_total",
-                  timeout: float = 15) -> apiload.Metrics:
-    """The controller's metrics once ``counter`` has stopped moving (nothing left in flight)."""
+                  timeout: float = 15, quiet: float = 0.4) -> apiload.Metrics:
+    """The controller's metrics once ``counter`` has not moved for ``quiet`` seconds (nothing in flight)."""
     deadline = time.monotonic() + timeout
     last = ctl.metrics()
     while time.monotonic() < deadline:
-        time.sleep(0.4)
+        time.sleep(quiet)
         now = ctl.metrics()
         if now.total(counter) == last.total(counter):
             return now
@@ -254,7 +254,8 @@ def compare_resync(
             ctl = start_widgets(lab, run, *flags)
             settle(lab, rest, run, quiet=0.5)
             if variant != "resync 1 s":  # let the echoes of its own status writes die down first
-                quiet_metrics(ctl, "controller_reconciles_total", timeout=5)
+                # (a late echo would reconcile the victim's widget, and repair its ConfigMap by chance)
+                quiet_metrics(ctl, "controller_reconciles_total", timeout=10, quiet=1.5)
             victim = f"{names[-1]}-widget"
             rest.ok("DELETE", f"{CONFIGMAPS}/{victim}")
             expiring = f"{run}-expiring"

@@ -55,7 +55,7 @@ def job_finishing_on_cue(
                     },
                     "spec": {
                         "restartPolicy": "Never",
-                        "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.10"}],
+                        "containers": [{"name": "work", "image": "registry.example/pause:3.10"}],
                     },
                 },
             },

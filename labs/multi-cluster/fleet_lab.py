@@ -143,6 +143,25 @@ class FleetRun:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def prepare_faults(lab: Any) -> list[str]:
+    """For the fault harness (``converges.prepare`` in lab.yaml), which starts ``fleet`` itself, behind a fault
+    proxy in front of this cluster: a membership folder whose two members are both this cluster, as the
+    exercise's check has them. East goes through the proxy (a link to the kubeconfig the harness writes for it,
+    ``<home>/faults/fleet.kubeconfig``, while it runs the controller); west goes direct, as ServiceAccount
+    fleet/fleet-mirror, like west in the notebook. No member leaves during the faults, so the let-go step is
+    the notebook's starting one. Returns the controller's arguments."""
+    folder = lab.home / "fleet-fault-members"
+    folder.mkdir(parents=True, exist_ok=True)
+    east = folder / "east.kubeconfig"
+    east.unlink(missing_ok=True)
+    east.symlink_to(lab.home / "faults" / f"{NAME}.kubeconfig")
+    west = folder / "west.kubeconfig"
+    shutil.copyfile(lab.kubeconfig_for("fleet-mirror", NS), west)
+    west.chmod(0o600)
+    step = lab.save_code("let-go", "def let_go(fleet, name):\n    fleet.members.pop(name)\n")
+    return ["--clusters", str(folder), "--let-go", str(step), "--namespace", NS]
+
+
 def put_source(lab: Any, name: str, namespace: str = NS, **data: str) -> None:
     """A ConfigMap (in namespace fleet) that the controller should mirror to every other member."""
     lab.apply({"apiVersion": "v1", "kind": "ConfigMap",

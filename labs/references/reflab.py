@@ -21,6 +21,11 @@ def protection(lab: Lab, kind: str, name: str, namespace: str | None = None) -> 
     return f"{kind}/{name}: {state}, finalizers={m.get('finalizers', [])}"
 
 
+def node_of(lab: Lab, pod: str, namespace: str) -> str:
+    """The node a Pod is scheduled to ("" while it waits for the scheduler, or when it does not exist)."""
+    return (lab.get("pod", pod, namespace=namespace) or {}).get("spec", {}).get("nodeName", "")
+
+
 def resolved(lab: Lab, website: str, namespace: str = "web") -> dict[str, Any]:
     """The Website's AssetStoreResolved condition ({} before the controller has judged it)."""
     body = lab.get("websites.refs.krmcourse.dev", website, namespace=namespace) or {}

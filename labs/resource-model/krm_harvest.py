@@ -13,6 +13,7 @@ in its own metrics. The exercise check reads both, and the basket itself.
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -38,6 +39,13 @@ def starting_add_one(raw: Any, path: str) -> Any:
     count = int(basket["data"]["tomatoes"])
     return raw.request("PATCH", path, {"data": {"tomatoes": str(count + 1)}},
                        content_type="application/merge-patch+json")
+
+
+def prepare_faults(lab: Lab) -> list[str]:
+    """For the fault harness (``converges.prepare`` in lab.yaml): the pickers' arguments, with
+    :func:`starting_add_one` saved as a learner's code, so that the harness starts a harvest that solves nothing."""
+    source = "from __future__ import annotations\n\n\n" + inspect.getsource(starting_add_one)  # it names Any
+    return ["--code", str(lab.save_code("fault-probe", source))]
 
 
 def conflicts(metrics_text: str) -> int:

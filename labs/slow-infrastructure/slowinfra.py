@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from krmcourse import Lab, ManagedProcess
+from krmcourse import Lab, ManagedProcess, UsageError
 from krmcourse.apiload import Metrics, running_metrics_url, scrape
 
 HERE = Path(__file__).parent
@@ -119,10 +119,26 @@ def start_controller(
 ) -> ManagedProcess:
     """Run the Server controller, under its own least-privilege ServiceAccount, with the step in ``step``
     (a file written by ``lab.save_code``). With ``callbacks``, the metal service calls it back."""
+    return lab.start(CONTROLLER, *controller_args(metal, step, callbacks, work_seconds))
+
+
+def controller_args(metal: MetalService, step: Path, callbacks: bool = False, work_seconds: float = 2.0) -> list[str]:
+    """The Server controller's arguments: where the metal service is, and the file with its step."""
     args = ["--metal", metal.url, "--namespace", NAMESPACE, "--step", str(step), "--work-seconds", str(work_seconds)]
     if callbacks:
         args += ["--callback-port", str(free_port())]
-    return lab.start(CONTROLLER, *args)
+    return args
+
+
+def prepare_faults(lab: Lab) -> list[str]:
+    """For the fault harness (``converges.prepare`` in lab.yaml), which starts the controller itself: the
+    metal service beside it, and the arguments that give it that service and the step that exercise
+    return-promptly's solution saved (``converges.at`` makes the lab solve it first)."""
+    step = lab.home / "code" / f"{STEP.replace('-', '_')}.py"  # where lab.save_code(STEP, ...) keeps it
+    if not step.is_file():
+        raise UsageError(f"The server controller's step {step} is not saved yet.",
+                         f"Solve return-promptly first: krmcourse up {lab.name} --at state-enum.")
+    return controller_args(start_metal_service(lab), step)
 
 
 def controller_metrics(lab: Lab) -> Metrics:

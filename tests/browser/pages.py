@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,24 +90,123 @@ def notebook(page: Page) -> Locator:
     return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
 
 
-#: A notebook is ready once its kernel has started and is idle. The status indicator alone says
-#: "idle" before any kernel exists (the toolbar then names "No Kernel"), so both are read.
-_READY_JS = """
-() => {
+#: Where opening a notebook stands, read from the page: "ready" once its kernel has started and is
+#: idle (the status indicator alone says "idle" before any kernel exists, when the toolbar names
+#: "No Kernel", so both are read); "behind" when its tab is open but another one (JupyterLab's
+#: Launcher, which it adds while the main area is still empty) is in front; "dialog" when a dialog
+#: is open, which nothing in a fresh course JupyterLab should show; "dead" when its kernel died;
+#: false while it is still on its way.
+_OPENING_JS = """
+(name) => {
+  const tab = Array.from(document.querySelectorAll('#jp-main-dock-panel .lm-TabBar-tab'))
+    .find(t => (t.querySelector('.lm-TabBar-tabLabel') || {}).textContent === name);
   const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
-  const name = panel && panel.querySelector('.jp-Toolbar-kernelName');
+  const nameNode = panel && panel.querySelector('.jp-Toolbar-kernelName');
   const indicator = panel && panel.querySelector('.jp-Notebook-ExecutionIndicator');
-  const kernel = name ? name.textContent.trim() : '';
-  return kernel !== '' && kernel !== 'No Kernel' && indicator !== null && indicator.dataset.status === 'idle'
-    && panel.querySelector('.jp-Notebook .jp-Cell') !== null;
+  const kernel = nameNode ? nameNode.textContent.trim() : '';
+  const status = indicator ? indicator.dataset.status : null;
+  if (document.querySelector('.jp-Dialog')) return 'dialog';
+  if (tab && !tab.classList.contains('lm-mod-current')) return 'behind';
+  if (panel && status === 'dead') return 'dead';
+  return tab !== undefined && kernel !== '' && kernel !== 'No Kernel' && status === 'idle'
+    && panel.querySelector('.jp-Notebook .jp-Cell') !== null ? 'ready' : false;
+}
+"""
+
+#: What the page shows, for a failure message: the main area's tabs (the current one marked "*"),
+#: every notebook panel's kernel and status, open dialogs and notifications, and the status bar.
+_SHOWN_JS = """
+() => {
+  const text = (node, n = 400) => node ? node.textContent.replace(/\\s+/g, ' ').trim().slice(0, n) : null;
+  return {
+    splash: document.querySelector('#jupyterlab-splash') !== null,
+    tabs: Array.from(document.querySelectorAll('#jp-main-dock-panel .lm-TabBar-tab'),
+      t => (t.classList.contains('lm-mod-current') ? '*' : '') + text(t.querySelector('.lm-TabBar-tabLabel'))),
+    notebooks: Array.from(document.querySelectorAll('.jp-NotebookPanel'), p => ({
+      hidden: p.classList.contains('lm-mod-hidden'),
+      kernel: text(p.querySelector('.jp-Toolbar-kernelName')),
+      status: (p.querySelector('.jp-Notebook-ExecutionIndicator') || {dataset: {}}).dataset.status || null,
+      cells: p.querySelectorAll('.jp-Notebook .jp-Cell').length,
+      toolbarOverflow: p.querySelector('.jp-Toolbar-responsive-opener:not(.lm-mod-hidden)') !== null})),
+    dialogs: Array.from(document.querySelectorAll('.jp-Dialog'), d => text(d, 1000)),
+    notifications: Array.from(document.querySelectorAll('.jp-toast-message'), t => text(t)),
+    statusBar: text(document.querySelector('#jp-main-statusbar')),
+  };
 }
 """
 
 
+def shown(page: Page) -> Any:
+    """What the page shows (see ``_SHOWN_JS``), or why it could not be read."""
+    try:
+        return page.evaluate(_SHOWN_JS)
+    except Exception as error:  # noqa: BLE001 - a failure message must not fail itself
+        return f"(the page could not be read: {error})"
+
+
 def open_notebook(page: Page, server: Server, name: str) -> None:
-    """Open a notebook, and wait until its kernel has started and is idle."""
+    """Open a notebook from its address, as a link to it does, and wait until its kernel has started and
+    is idle (see :func:`wait_until_open`)."""
+    console: list[str] = []
+    page.on("console", lambda m: console.append(f"{m.type}: {m.text[:300]}") if m.type in ("error", "warning")
+            else None)
     open_lab(page, server, f"lab/tree/{name}")
-    page.wait_for_function(_READY_JS, timeout=ACTION_MS, polling=200)
+    wait_until_open(page, server, name, time.monotonic(), console)
+
+
+#: What Chromium logs for a request it dropped because the machine's network interfaces changed.
+NETWORK_CHANGED = "net::ERR_NETWORK_CHANGED"
+
+
+def wait_until_open(page: Page, server: Server, name: str, started: float, console: Sequence[str] = ()) -> None:
+    """Wait until the notebook ``name`` is in front with its kernel started and idle, at most
+    ``ACTION_MS`` after ``started`` (a ``time.monotonic()``). If its tab ends up behind another one,
+    bring it to the front, as a learner would; if a dialog follows requests that Chromium dropped for a
+    network change (``console`` holds the page's console errors), reload the page, as a learner would.
+    Any other dialog, or a dead kernel, fails at once, saying what the page and the server show."""
+    label, brought_forward, reloads = Path(name).name, 0, 0  # the tab shows the file's name only
+    since_reload = len(console)
+    while (left_ms := ACTION_MS - (time.monotonic() - started) * 1000) > 0:
+        try:
+            found = page.wait_for_function(_OPENING_JS, arg=label, timeout=left_ms, polling=200).json_value()
+        except _timeout_error():
+            break
+        if found == "ready":
+            return
+        if found == "behind" and brought_forward < 3:
+            brought_forward += 1
+            page.locator("#jp-main-dock-panel .lm-TabBar-tab", has=page.locator(
+                ".lm-TabBar-tabLabel", has_text=re.compile(f"^{re.escape(label)}$"))).click()
+            continue
+        if found == "dialog" and reloads < 3 and any(NETWORK_CHANGED in m for m in console[since_reload:]):
+            # Chromium drops the requests under way when the machine's interfaces change, as Docker's do
+            # when a kind node starts or goes; JupyterLab then shows "File Load Error ... Failed to fetch".
+            # A learner reloads the page; so does the test.
+            reloads += 1
+            since_reload = len(console)
+            page.reload()
+            page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=ACTION_MS)
+            continue
+        break
+    _fail_opening(page, server, name, started, console)
+
+
+def _fail_opening(page: Page, server: Server, name: str, started: float, console: Sequence[str]) -> None:
+    screenshot = str(server.log.with_name(f"open-{Path(name).stem}-failed.png"))
+    try:
+        page.screenshot(path=screenshot)
+    except Exception as error:  # noqa: BLE001
+        screenshot = f"(no screenshot: {error})"
+    sessions: list[Any]
+    try:
+        sessions = [{"path": s["path"], **{k: s["kernel"].get(k) for k in ("name", "execution_state", "connections")}}
+                    for s in server.get("api/sessions")[1] or []]
+    except Exception as error:  # noqa: BLE001
+        sessions = [f"(could not ask: {error})"]
+    pytest.fail(f"{name} was not open with an idle kernel {time.monotonic() - started:.0f} s after JupyterLab had "
+                f"loaded.\nThe page shows: {shown(page)}\nJupyterLab's sessions: {sessions}\n"
+                f"The page's console errors and warnings (last 20): {list(console)[-20:]}\nScreenshot: {screenshot}\n"
+                f"JupyterLab's log ends:\n{server.log_tail()}", pytrace=False)
 
 
 def run_all_cells(page: Page) -> None:

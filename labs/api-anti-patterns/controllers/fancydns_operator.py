@@ -15,17 +15,16 @@ import asyncio
 import datetime
 import json
 import os
-import signal
 import sys
-import warnings
 from typing import Any
 
 import kr8s.asyncio
 
-warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
+from krmcourse.controllerkit import Client, Informer, Resource, WorkQueue, controller_main, key_of, run_loop
 
 VERSION = "dns.krmcourse.dev/v1"
 PLURAL = "fancydnses"
+FANCYDNSES = Resource("dns.krmcourse.dev", "v1", PLURAL)
 KNOWN_GATES = {"QueryLogging": False}
 
 
@@ -118,43 +117,26 @@ async def reconcile(
 
 
 async def run(namespace: str, gates: dict[str, bool]) -> None:
-    """List, reconcile everything, then watch from the list's resourceVersion; re-list when a watch ends.
+    """Keep a watch-fed cache of FancyDNS objects and reconcile each one that changes.
 
-    Any failure (the API server restarting, a conversion webhook that is down) is logged and retried
-    after a pause: a controller that crashes on the first error converges on nothing.
+    Any failure (the API server restarting, a conversion webhook that is down) is logged and retried:
+    the cache lists again after a pause, and a failed reconcile comes back with a backoff. A
+    controller that crashes on the first error converges on nothing.
     """
     api = await kr8s.asyncio.api(kubeconfig=os.environ.get("KUBECONFIG"))
     print(f"fancydns operator: namespace {namespace}, gates {gates}", flush=True)
-    while True:
-        try:
-            await sync_and_watch(api, namespace, gates)
-        except Exception as err:  # noqa: BLE001 - log, back off, start over from a fresh list
-            print(f"error: {type(err).__name__}: {err}; retrying in 2 s", flush=True)
-            await asyncio.sleep(2)
+    cache = Informer(Client(api), FANCYDNSES, namespace)
+    queue = WorkQueue()
+    cache.handlers.append(lambda _kind, _old, new: queue.add(key_of(new)) if new is not None else None)
 
+    async def reconcile_key(key: str) -> None:
+        if (obj := cache.store.get(key)) is not None:
+            await reconcile(api, namespace, obj, gates)
 
-async def sync_and_watch(api: kr8s.asyncio.Api, namespace: str, gates: dict[str, bool]) -> None:
-    """One list and the watch that follows it, until the server ends the watch."""
-    async with api.call_api("GET", version=VERSION, namespace=namespace, url=PLURAL) as response:
-        listing = response.json()
-    for obj in listing["items"]:
-        await reconcile(api, namespace, obj, gates)
-    print(f"synced {len(listing['items'])} object(s)", flush=True)
-    params = {
-        "watch": "true",
-        "resourceVersion": listing["metadata"]["resourceVersion"],
-        "allowWatchBookmarks": "true",
-        "timeoutSeconds": "240",
-    }
-    async with api.call_api(
-        "GET", version=VERSION, namespace=namespace, url=PLURAL, params=params, stream=True, timeout=None
-    ) as response:
-        async for line in response.aiter_lines():
-            event = json.loads(line)
-            if event["type"] in ("ADDED", "MODIFIED"):
-                await reconcile(api, namespace, event["object"], gates)
-            elif event["type"] == "ERROR":
-                return
+    watching = asyncio.create_task(cache.run())
+    await cache.synced.wait()
+    print(f"synced {len(cache.store)} object(s)", flush=True)
+    await asyncio.gather(watching, run_loop("fancydns", queue, reconcile_key))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,9 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namespace", default="dns")
     parser.add_argument("--feature-gates", default="", help="e.g. QueryLogging=true")
     args = parser.parse_args(argv)
-    gates = parse_gates(args.feature_gates)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    asyncio.run(run(args.namespace, gates))
+    controller_main(run(args.namespace, parse_gates(args.feature_gates)))
     return 0
 
 

@@ -121,7 +121,13 @@ class Recorder:
                 print(f"record function failed: {type(err).__name__}: {err}", flush=True)
                 traceback.print_exc(file=sys.stdout)
                 return 500, {"written": False, "message": f"record function failed: {err}"}
-            response = self.http.put(f"{self.url}/status", json={**self.site, "status": status})
+            try:
+                response = self.http.put(f"{self.url}/status", json={**self.site, "status": status})
+            except httpx.HTTPError as err:  # the API server is restarting, or gone: this batch saves nothing
+                self.archive.end(keep=False)
+                WRITES.labels("unanswered", "").inc()
+                print(f"status update got no answer: {type(err).__name__}: {err}", flush=True)
+                return 503, {"written": False, "message": f"the API server did not answer: {err}"}
             WRITES.labels("written" if response.is_success else "refused", str(response.status_code)).inc()
             self.archive.end(keep=response.is_success)
             if response.is_success:

@@ -3,12 +3,15 @@
 Run it with ``lab.run_kopf(...)``. Every child carries a controller ownerReference to its WebApp, so
 the garbage collector deletes the children when the WebApp goes, and nothing here has to.
 
-- Children are written with server-side apply under one field manager, so a reconcile is the same
-  request whether the child exists or not, and fields that other actors set are left alone.
+- Children are written with server-side apply under one field manager, so a reconcile creates or
+  updates a child with the same call, and fields that other actors set are left alone.
 - A child whose name is taken is only adopted with consent: it has no controller yet and carries the
   label ``app.kubernetes.io/part-of: <webapp>``. Otherwise the WebApp reports the clash in status.
 - Changes to a child (someone deletes the Service, the Deployment becomes available, the Bucket
   becomes ready) wake the owner's reconcile through watches on the child kinds.
+- Each child is written on the condition that it is as the reconcile read it (its resourceVersion),
+  and only after a last look at the owner: a reconcile under way cannot undo a delete with
+  ``--cascade=orphan`` that lands in the middle of it.
 - The Bucket is the intermediate step: the WebApp creates a provisioner-style resource and reads its
   status; the provisioner, a separate controller, talks to the cloud.
 """
@@ -25,7 +28,7 @@ from typing import Any
 import kopf
 import kubernetes
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
+from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 
 from krmcourse.conditions import ready_condition
 
@@ -156,10 +159,14 @@ def desired(app: dict[str, Any], bucket_url: str) -> list[dict[str, Any]]:
     return children
 
 
-def claim(app: dict[str, Any], body: dict[str, Any], logger: logging.Logger) -> str:
-    """Apply one child unless someone else has it. Returns a problem for status, or "" when applied."""
+def claim(app: dict[str, Any], body: dict[str, Any], existing: dict[str, Any] | None,
+          logger: logging.Logger) -> str:
+    """Apply one child unless someone else has it. Returns a problem for status, or "" when applied.
+
+    ``existing`` is the child as read before the owner was read the last time; the apply is made on the
+    condition that the child has not changed since (its resourceVersion), and raises ConflictError if it has.
+    """
     kind, name, ns = body["kind"], body["metadata"]["name"], body["metadata"]["namespace"]
-    existing = get(kind, name, ns)
     if existing is not None:
         refs = existing["metadata"].get("ownerReferences") or []
         ctrl = next((r for r in refs if r.get("controller")), None)
@@ -175,27 +182,53 @@ def claim(app: dict[str, Any], body: dict[str, Any], logger: logging.Logger) -> 
             if kind == "Service":  # a selector is replaced, not merged: drop the keys we would not set
                 extra = set(existing["spec"].get("selector") or {}) - set(body["spec"]["selector"])
                 if extra:
-                    api(kind).patch(
+                    existing = api(kind).patch(
                         name=name,
                         namespace=ns,
-                        body={"spec": {"selector": dict.fromkeys(extra)}},
+                        body={"metadata": {"resourceVersion": existing["metadata"]["resourceVersion"]},
+                              "spec": {"selector": dict.fromkeys(extra)}},
                         content_type="application/merge-patch+json",
-                    )
-    api(kind).server_side_apply(
-        body=body, name=name, namespace=ns, field_manager=MANAGER, force_conflicts=True
-    )
+                    ).to_dict()
+        body = {**body, "metadata": {**body["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]}}
+    api(kind).server_side_apply(body=body, name=name, namespace=ns, field_manager=MANAGER, force_conflicts=True)
     return ""
+
+
+def going(app: dict[str, Any] | None, now: dict[str, Any] | None) -> bool:
+    """Whether the WebApp read as ``app`` is gone or being deleted, by ``now``, a later read of it."""
+    return (
+        app is None
+        or now is None
+        or now["metadata"]["uid"] != app["metadata"]["uid"]
+        or bool(now["metadata"].get("deletionTimestamp"))
+    )
 
 
 def reconcile(namespace: str, name: str, logger: logging.Logger) -> None:
     """Make the children match the WebApp, then report. Safe to run any number of times, in any order."""
     with _locks[(namespace, name)]:
         app = get("WebApp", name, namespace)
-        if app is None or app["metadata"].get("deletionTimestamp"):
+        if going(app, app):
             return  # the garbage collector takes the children; there is nothing for us to do
         bucket = get("Bucket", f"{name}-assets", namespace) if app["spec"]["bucket"]["enabled"] else None
         bucket_url = ((bucket or {}).get("status") or {}).get("url", "")
-        problems = [p for p in (claim(app, c, logger) for c in desired(app, bucket_url)) if p]
+        # The children first, then the owner once more, then each child written only if it has not
+        # changed since it was read. Deleting the WebApp with --cascade=orphan makes the garbage collector
+        # strip the children's ownerReferences; a reconcile already under way must not put them back, or
+        # the collector then deletes the children it was told to keep. The collector starts only once the
+        # WebApp is marked for deletion: if the second read shows no mark, any orphaning came later, and
+        # the child's resourceVersion has moved on. (Kubernetes' own controllers re-read the owner before
+        # they adopt anything, for the same reason.)
+        wanted = desired(app, bucket_url)
+        found = [get(c["kind"], c["metadata"]["name"], namespace) for c in wanted]
+        if going(app, get("WebApp", name, namespace)):
+            return
+        try:
+            problems = [p for p in (claim(app, c, old, logger) for c, old in zip(wanted, found, strict=True)) if p]
+        except ConflictError as changed:
+            # The change that moved the child on is an event of its own, and wakes this reconcile again.
+            logger.info(f"a child changed while it was being written, reconciling on its event: {changed.summary()}")
+            return
         if not app["spec"]["bucket"]["enabled"]:
             stale = get("Bucket", f"{name}-assets", namespace)
             owners = (stale or {}).get("metadata", {}).get("ownerReferences") or []
@@ -235,12 +268,15 @@ def reconcile(namespace: str, name: str, logger: logging.Logger) -> None:
             "conditions": [cond],
         }
         if status != {k: (app.get("status") or {}).get(k) for k in status}:
-            api("WebApp").status.patch(
-                name=name,
-                namespace=namespace,
-                body={"status": status},
-                content_type="application/merge-patch+json",
-            )
+            try:
+                api("WebApp").status.patch(
+                    name=name,
+                    namespace=namespace,
+                    body={"status": status},
+                    content_type="application/merge-patch+json",
+                )
+            except NotFoundError:
+                return  # deleted while we worked: there is no one left to report to
             logger.info(f"status: {cond['reason']} ({cond['message']})")
 
 

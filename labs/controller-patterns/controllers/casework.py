@@ -30,12 +30,13 @@ import datetime as dt
 import json
 import logging
 import sys
-import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import kr8s.asyncio
+
+from krmcourse.controllerkit import controller_main, log_to_stdout
 
 GROUP_VERSION = "patterns.krmcourse.dev/v1"
 FINALIZER = "patterns.krmcourse.dev/cleanup"
@@ -175,13 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path, required=True, help="the provisioner's outside store (JSON)")
     parser.add_argument("--period", type=float, default=1.0, help="seconds between passes")
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message="Kubernetes version", category=UserWarning)
-    try:
-        asyncio.run(run(args.namespace, args.record, args.store, args.period))
-    except KeyboardInterrupt:
-        pass
+    log_to_stdout()
+    controller_main(run(args.namespace, args.record, args.store, args.period))
     return 0
 
 

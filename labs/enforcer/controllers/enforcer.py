@@ -17,13 +17,13 @@ import argparse
 import asyncio
 import logging
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 import kr8s.asyncio
 from aiohttp import web
 
+from krmcourse.controllerkit import controller_main, log_to_stdout
 from krmcourse.webhooks import TLSMaterial, WebhookError, admission_response, parse_review
 
 GROUP_VERSION = "policy.krmcourse.dev/v1"
@@ -168,14 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in (tls.cert, tls.key):
         if not path.is_file():
             parser.error(f"{path} does not exist; create it with krmcourse.webhooks.make_tls()")
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per API call drowns the story
-    # kr8s warns when the server is newer than the versions it was tested with; these calls are stable.
-    warnings.filterwarnings("ignore", message="Kubernetes version", category=UserWarning)
-    try:
-        asyncio.run(serve(args.host, args.port, tls))
-    except KeyboardInterrupt:
-        pass
+    log_to_stdout()
+    controller_main(serve(args.host, args.port, tls))
     return 0
 
 

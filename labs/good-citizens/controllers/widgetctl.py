@@ -47,9 +47,9 @@ from krmcourse.controllerkit import (
     Informer,
     Resource,
     WorkQueue,
+    controller_main,
     key_of,
     log,
-    main_guard,
     run_loop,
     serve_metrics,
 )
@@ -268,4 +268,4 @@ async def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main_guard(main(sys.argv[1:]))
+    controller_main(main(sys.argv[1:]))

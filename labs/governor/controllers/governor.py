@@ -20,11 +20,12 @@ import datetime as dt
 import logging
 import math
 import sys
-import warnings
 from typing import Any
 
 import kr8s.asyncio
 from kr8s import ServerError
+
+from krmcourse.controllerkit import controller_main, log_to_stdout
 
 GROUP_VERSION = "autoscaling.krmcourse.dev/v1"
 FIELD_MANAGER = "queue-governor"
@@ -156,14 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.period <= 0:
         parser.error("--period must be positive")
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per API call drowns the story
-    # kr8s warns when the server is newer than the versions it was tested with; these calls are stable.
-    warnings.filterwarnings("ignore", message="Kubernetes version", category=UserWarning)
-    try:
-        asyncio.run(run(args.namespace, args.period))
-    except KeyboardInterrupt:
-        pass
+    log_to_stdout()
+    controller_main(run(args.namespace, args.period))
     return 0
 
 

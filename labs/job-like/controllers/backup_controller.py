@@ -20,6 +20,7 @@ import kr8s
 from kr8s.objects import APIObject, Job
 
 from krmcourse.conditions import condition, merge_conditions
+from krmcourse.controllerkit import controller_ref
 from krmcourse.passloop import log, objects, put_status, raw, run
 
 BACKUPS = "backups.joblike.krmcourse.dev"
@@ -42,15 +43,7 @@ def job_for(backup: dict[str, Any]) -> dict[str, Any]:
             "name": f"backup-{meta['name']}",
             "namespace": meta["namespace"],
             "labels": {"joblike.krmcourse.dev/backup": meta["name"]},
-            "ownerReferences": [
-                {
-                    "apiVersion": "joblike.krmcourse.dev/v1",
-                    "kind": "Backup",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                }
-            ],
+            "ownerReferences": [controller_ref(backup, "joblike.krmcourse.dev/v1", "Backup")],
         },
         "spec": {
             "backoffLimit": 0,
@@ -66,7 +59,7 @@ def job_for(backup: dict[str, Any]) -> dict[str, Any]:
                     "containers": [
                         {
                             "name": "dump",
-                            "image": "registry.k8s.io/pause:3.10",
+                            "image": "registry.example/pause:3.10",
                             "args": ["pg_dump", backup["spec"]["database"]],
                         }
                     ],

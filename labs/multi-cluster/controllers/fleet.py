@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import inspect
 import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +35,8 @@ from krmcourse.controllerkit import (
     Client,
     Informer,
     WorkQueue,
+    controller_main,
     log,
-    main_guard,
     run_loop,
     serve_metrics,
 )
@@ -217,11 +216,10 @@ async def main(argv: list[str]) -> None:
     if not callable(let_go):
         p.error(f"--let-go {args.let_go} does not define a function let_go(fleet, name); save one with "
                 "lab.save_code('let-go', let_go)")
-    warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
     fleet = Fleet(args.clusters, args.namespace, let_go)
     log(f"following {args.clusters}")
     await asyncio.gather(fleet.follow_folder(), run_loop("mirror", fleet.queue, fleet.reconcile))
 
 
 if __name__ == "__main__":
-    main_guard(main(sys.argv[1:]))
+    controller_main(main(sys.argv[1:]))

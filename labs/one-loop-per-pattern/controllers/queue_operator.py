@@ -25,12 +25,13 @@ import json
 import logging
 import math
 import sys
-import warnings
 from typing import Any
 
 import kr8s.asyncio
 from kr8s import ServerError
 from prometheus_client import CollectorRegistry, Counter, start_http_server
+
+from krmcourse.controllerkit import controller_main, log_to_stdout
 
 GROUP_VERSION = "ops.krmcourse.dev/v1"
 MANAGER = "queue-operator"
@@ -307,18 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.period <= 0:
         parser.error("--period must be positive")
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(asctime)s [%(name)s] %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per API call drowns the story
-    # kr8s warns when the server is newer than the versions it was tested with; these calls are stable.
-    warnings.filterwarnings("ignore", message="Kubernetes version", category=UserWarning)
+    log_to_stdout("%(asctime)s [%(name)s] %(message)s")
     start_http_server(args.metrics_port, addr="127.0.0.1", registry=REGISTRY)
     logging.getLogger("operator").info(
         "mode %s, metrics on http://127.0.0.1:%d/metrics", args.mode, args.metrics_port
     )
-    try:
-        asyncio.run(run(args.mode, args.namespace, args.period))
-    except KeyboardInterrupt:
-        pass
+    controller_main(run(args.mode, args.namespace, args.period))
     return 0
 
 

@@ -8,16 +8,20 @@ What it promises, and where in this file:
 - one reconcile step never waits for the cloud longer than ``cloudTimeout``: a slow or broken cloud
   becomes a condition in status and a retry later, not a stuck handler;
 - drift is found by looking: a timer re-reads the cloud bucket, recreates it when it vanished and puts
-  storage class and versioning back when someone changed them behind the controller's back;
+  storage class and versioning back when someone changed them behind the controller's back; the timer
+  and the handlers take turns on a Bucket, and a tick that read an older generation than a handler has
+  already taken on does nothing;
 - deletion goes through a finalizer, so the cloud bucket is removed (or kept, with ``Retain``) before
-  the object disappears.
+  the object disappears, and no drift check runs for a Bucket once its deletion has begun.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
+import threading
 import time
+from collections import defaultdict
 from typing import Any
 
 import kopf
@@ -30,6 +34,15 @@ CONFIG_NAMESPACE, CONFIG_NAME = "krm-system", "provisioner-config"
 FINALIZER = "storage.krmcourse.dev/cloud-bucket"
 DRIFT_CHECK_SECONDS = 3.0  # the lab looks every few seconds so you can watch; real ones wait minutes
 RETRY_SECONDS = 2.0
+#: Per Bucket (by uid, as a Bucket made again under the same name starts at generation 1): one sync at a
+#: time, and the newest generation a sync has started on. kopf runs the timer beside the handlers, so a
+#: drift check that read the object just before a spec change could otherwise finish after the change
+#: was handled, and put the old storage class back in the cloud.
+_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+_newest: dict[str, int] = {}
+#: Buckets (by uid) whose deletion handler has run: a drift tick that read the object before its deletion
+#: must not find the cloud bucket gone and make it again, behind an object about to disappear.
+_released: set[str] = set()
 
 
 @kopf.on.startup()
@@ -142,7 +155,11 @@ def reconcile(
     **_: Any,
 ) -> None:
     """React to a new or changed Bucket. Not ready yet: status says why, and kopf retries later."""
-    if not sync(dict(spec), dict(meta), dict(status), patch, logger):
+    key = meta["uid"]
+    with _locks[key]:
+        _newest[key] = max(_newest.get(key, 0), int(meta.get("generation", 0)))
+        ready = sync(dict(spec), dict(meta), dict(status), patch, logger)
+    if not ready:
         raise kopf.TemporaryError("the bucket is not ready yet", delay=RETRY_SECONDS)
 
 
@@ -156,12 +173,21 @@ def detect_drift(
     **_: Any,
 ) -> None:
     """The cloud has no watch, so look at it again every few seconds; level-triggered, not event-triggered."""
-    sync(dict(spec), dict(meta), dict(status), patch, logger)
+    key = meta["uid"]
+    with _locks[key]:
+        if meta.get("deletionTimestamp") or key in _released:
+            return  # being deleted: the cloud bucket is release()'s business now
+        if int(meta.get("generation", 0)) < _newest.get(key, 0):
+            return  # this tick read the object before its latest change, which a handler has taken on
+        _newest[key] = int(meta.get("generation", 0))
+        sync(dict(spec), dict(meta), dict(status), patch, logger)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def release(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, logger: kopf.ObjectLogger, **_: Any) -> None:
     """Runs while the finalizer holds the object: the cloud bucket goes first, then the object."""
+    with _locks[meta["uid"]]:  # waits for a drift check under way, and keeps later ones out
+        _released.add(meta["uid"])
     bucket_name = cloud_name(meta["namespace"], meta["name"])
     if spec.get("deletionPolicy") == "Retain":
         logger.info(f"deletionPolicy Retain: leaving cloud bucket {bucket_name} in place")

@@ -40,11 +40,9 @@ import copy
 import datetime
 import json
 import os
-import signal
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -54,12 +52,23 @@ import httpx
 import kr8s.asyncio
 from prometheus_client import Counter
 
-from krmcourse.controllerkit import RECONCILES, REQUESTS, WorkQueue, serve_metrics
+from krmcourse.controllerkit import (
+    RECONCILES,
+    REQUESTS,
+    Client,
+    Informer,
+    Resource,
+    WorkQueue,
+    controller_main,
+    controller_ref,
+    key_of,
+    serve_metrics,
+)
 from krmcourse.labcode import saved_function
 
-warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
-
 GROUP_VERSION = "metal.krmcourse.dev/v1alpha1"
+SERVERS = Resource("metal.krmcourse.dev", "v1alpha1", "servers")
+JOBS = Resource("batch", "v1", "jobs")
 SERVER_LABEL = "metal.krmcourse.dev/server"
 TERMINAL = ("Provisioned", "Error")
 STEP_STATES = ("Registering", "Inspecting")
@@ -141,72 +150,24 @@ class Controller:
         self.step = saved_function(Path(args.step), "reconcile")
         self.metal = StepMetal(args.metal, self.callback_url)
         self.queue = WorkQueue()
-        self.servers: dict[str, dict[str, Any]] = {}  # the cache: key -> latest object seen
-        self.jobs: dict[str, dict[str, Any]] = {}
+        client = Client(api)
+        # The caches, fed by watches: key -> latest object seen.
+        self.server_cache = Informer(client, SERVERS, self.namespace)
+        self.job_cache = Informer(client, JOBS, self.namespace, label_selector=SERVER_LABEL)
+        self.servers, self.jobs = self.server_cache.store, self.job_cache.store
 
     # --- sources: watches, the callback channel, timers ----------------------------------------------
-    async def inform(
-        self,
-        version: str,
-        plural: str,
-        store: dict[str, dict[str, Any]],
-        to_key: Callable[[dict[str, Any]], str | None],
-        selector: str | None = None,
-    ) -> None:
-        """List, then watch from the list's resourceVersion; re-list whenever the watch ends or fails."""
-        params = {"labelSelector": selector} if selector else {}
-        while True:
-            try:
-                REQUESTS.labels("local", "LIST", plural, "").inc()
-                async with self.api.call_api(
-                    "GET", version=version, namespace=self.namespace, url=plural, params=params
-                ) as response:
-                    listing = response.json()
-                store.clear()
-                for obj in listing["items"]:
-                    self._observe(store, to_key, obj, deleted=False)
-                watch = {
-                    **params,
-                    "watch": "true",
-                    "allowWatchBookmarks": "true",
-                    "timeoutSeconds": "240",
-                    "resourceVersion": listing["metadata"]["resourceVersion"],
-                }
-                REQUESTS.labels("local", "WATCH", plural, "").inc()
-                async with self.api.call_api(
-                    "GET",
-                    version=version,
-                    namespace=self.namespace,
-                    url=plural,
-                    params=watch,
-                    stream=True,
-                    timeout=None,
-                ) as response:
-                    async for line in response.aiter_lines():
-                        event = json.loads(line)
-                        if event["type"] == "ERROR":
-                            break
-                        if event["type"] != "BOOKMARK":
-                            self._observe(store, to_key, event["object"], deleted=event["type"] == "DELETED")
-            except Exception as err:  # noqa: BLE001 - log, back off, re-list
-                log(f"watch {plural}: {type(err).__name__}: {err}; re-listing in 1 s")
-                await asyncio.sleep(1)
+    def inform(self, cache: Informer, to_key: Callable[[dict[str, Any]], str | None]) -> Informer:
+        """Queue the key ``to_key`` gives for every object the watch-fed ``cache`` sees change."""
 
-    def _observe(
-        self,
-        store: dict[str, dict[str, Any]],
-        to_key: Callable[[dict[str, Any]], str | None],
-        obj: dict[str, Any],
-        deleted: bool,
-    ) -> None:
-        name = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
-        if deleted:
-            store.pop(name, None)
-        else:
-            store[name] = obj
-        key = to_key(obj)
-        if key:
-            self.queue.add(key)
+        def enqueue(_kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+            obj = new if new is not None else old
+            key = to_key(obj) if obj is not None else None
+            if key:
+                self.queue.add(key)
+
+        cache.handlers.append(enqueue)
+        return cache
 
     def serve_callbacks(self, port: int, loop: asyncio.AbstractEventLoop) -> ThreadingHTTPServer:
         """The channel source: an HTTP endpoint whose only effect is to put a key on the work queue."""
@@ -308,16 +269,9 @@ class Controller:
             if new == "Provisioning" and not obj.get("status", {}).get("job"):
                 status.setdefault("job", f"{name}-provision")
         status = {**status, "observedGeneration": obj["metadata"].get("generation", 0)}
-        REQUESTS.labels("local", "PATCH", "servers", "status").inc()
-        async with self.api.call_api(
-            "PATCH",
-            version=GROUP_VERSION,
-            namespace=namespace,
-            url=f"servers/{name}/status",
-            content=json.dumps({"status": status}),
-            headers={"Content-Type": "application/merge-patch+json"},
-        ) as response:
-            self.servers[key] = response.json()  # write-through, so the next step sees its own write
+        # A merge patch through the counting client; write-through, so the next step sees its own write.
+        self.servers[key] = await self.server_cache.client.patch(SERVERS, namespace, name, {"status": status},
+                                                                 subresource="status")
         log(f"{key}: {status['state'] if 'state' in status else 'status updated'}")
 
     async def create_job(self, server: dict[str, Any]) -> None:
@@ -329,15 +283,7 @@ class Controller:
                 "name": server["status"]["job"],
                 "namespace": meta["namespace"],
                 "labels": {SERVER_LABEL: meta["name"]},
-                "ownerReferences": [
-                    {
-                        "apiVersion": GROUP_VERSION,
-                        "kind": "Server",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                    }
-                ],
+                "ownerReferences": [controller_ref(server, GROUP_VERSION, "Server")],
             },
             "spec": {
                 "backoffLimit": 0,
@@ -399,12 +345,9 @@ async def run(args: argparse.Namespace) -> None:
         owner = job["metadata"].get("labels", {}).get(SERVER_LABEL)
         return f"{job['metadata']['namespace']}/{owner}" if owner else None
 
-    def server_key(obj: dict[str, Any]) -> str:
-        return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
-
     tasks = [
-        asyncio.create_task(controller.inform(GROUP_VERSION, "servers", controller.servers, server_key)),
-        asyncio.create_task(controller.inform("batch/v1", "jobs", controller.jobs, job_owner, SERVER_LABEL)),
+        asyncio.create_task(controller.inform(controller.server_cache, key_of).run()),
+        asyncio.create_task(controller.inform(controller.job_cache, job_owner).run()),
         *(asyncio.create_task(controller.work()) for _ in range(args.workers)),
     ]
     await asyncio.gather(*tasks)
@@ -420,9 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--work-seconds", type=float, default=2.0, help="how long each image-writing Job runs"
     )
-    args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    asyncio.run(run(args))
+    controller_main(run(parser.parse_args(argv)))
     return 0
 
 

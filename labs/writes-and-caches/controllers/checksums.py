@@ -20,17 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
-import os
 import sys
-import time
-import warnings
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import start_http_server
-from secretcache import SecretCache
+from secretcache import synced_cache
 
+from krmcourse.controllerkit import Informer, WorkQueue, controller_main, log, run_loop, serve_metrics
 from krmcourse.labcode import lab_module, saved_function
 
 LAB = Path(__file__).resolve().parent.parent
@@ -55,7 +51,7 @@ def options(code: str | None) -> dict[str, Any]:
 class Checksummer:
     """Applies the checksums of the labelled Secrets in the cache whenever they change."""
 
-    def __init__(self, api: Any, cache: SecretCache) -> None:
+    def __init__(self, api: Any, cache: Informer) -> None:
         self.api = api
         self.cache = cache
         self.applied: dict[str, str] | None = None
@@ -77,7 +73,8 @@ class Checksummer:
             sums[key] = self.support.checksum(obj.get("data") or {})
         return sums
 
-    async def reconcile(self) -> None:
+    async def reconcile(self, _key: str = "") -> None:
+        """One reconcile for the whole ConfigMap, whichever Secret changed."""
         sums = self.wanted()
         if sums == self.applied:
             return
@@ -89,32 +86,24 @@ class Checksummer:
                                      json=body):
             pass
         self.applied = sums
-        print(time.strftime("%H:%M:%S"), f"applied {len(sums)} checksums", flush=True)
+        log(f"applied {len(sums)} checksums")
 
 
 async def main(argv: list[str]) -> None:
-    server, _ = start_http_server(0, addr="127.0.0.1")  # metrics first, before any work
-    print(f"metrics: http://127.0.0.1:{server.server_port}/metrics", flush=True)
+    serve_metrics()  # metrics first, before any work
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cache-code", help="a file with cache_options(), saved by lab.save_code")
     args = p.parse_args(argv)
     chosen = options(args.cache_code)
-    warnings.filterwarnings("ignore", message="Kubernetes version .* is not supported")
-    import kr8s.asyncio
-
-    api = await kr8s.asyncio.api(kubeconfig=os.environ["KUBECONFIG"])
-    cache = SecretCache(api, chosen["namespace"], selector=chosen["label_selector"],
-                        metadata_only=bool(chosen["metadata_only"]))
+    api, cache, watching = await synced_cache(chosen["namespace"], chosen["label_selector"],
+                                              bool(chosen["metadata_only"]))
     controller = Checksummer(api, cache)
-    cache.on_change = controller.reconcile
-    version = await cache.list()
-    gc.collect()  # count what the cache keeps, not the garbage the list left behind
-    print(time.strftime("%H:%M:%S"), f"synced: {len(cache.store)} secrets cached with {chosen}", flush=True)
-    await cache.watch(version)
+    queue = WorkQueue()
+    cache.handlers.append(lambda *_change: queue.add(CONFIGMAP))
+    queue.add(CONFIGMAP)  # the first reconcile, for what the list brought
+    log(f"synced: {len(cache.store)} secrets cached with {chosen}")
+    await asyncio.gather(watching, run_loop("checksums", queue, controller.reconcile))
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main(sys.argv[1:]))
-    except KeyboardInterrupt:
-        sys.exit(0)
+    controller_main(main(sys.argv[1:]))
