@@ -105,6 +105,11 @@ def examine() -> list[Finding]:
     for name in kind.orphans():
         out.append(Finding(False, f"kind cluster {name} has no state folder any more (a crashed kernel or "
                                   "test run left it)", "'krmcourse doctor --fix' deletes it."))
+    saved = sorted((state_dir() / "labs").glob("*/snapshots/*.json"))
+    if saved:
+        mib = sum(p.stat().st_size for p in saved) / 2**20
+        out.append(Finding(True, f"{len(saved)} lab snapshot(s) take {mib:.1f} MiB in {state_dir() / 'labs'} "
+                                 "(each lab's 'down' removes its own)"))
     failed = sorted((state_dir() / "failed").glob("*"))
     if failed:
         out.append(Finding(True, f"{len(failed)} failed start(s) left their component logs in "
@@ -133,6 +138,9 @@ def fix() -> list[str]:
         shutil.rmtree(state_dir() / "labs" / cluster, ignore_errors=True)
         lock_path(cluster).unlink(missing_ok=True)
         done.append(f"removed broken cluster {cluster}")
+    for scratch in (state_dir() / "labs").glob("*/snapshots/*.json.new"):  # a save cut off half-way
+        scratch.unlink(missing_ok=True)
+        done.append(f"removed the half-written snapshot {scratch}")
     kind = KindProvider()
     for name in kind.orphans():
         kind.remove_orphan(name)

@@ -150,7 +150,7 @@ def _inject(lab: Lab, fault: str, conv: Convergence, proxy: ApiFaults, proc: Man
         lab.wait_until(lambda: not proc.alive, timeout=30, message="the killed controller did not exit")
         start()
     elif fault == "API server restart":
-        lab.provider.restart_apiserver(lab.cluster)
+        lab.provider.restart_component(lab.cluster, "kube-apiserver")
         lab.wait_until(lambda: _serving(lab), timeout=120, interval=0.5, message="kube-apiserver did not come back")
         lab.apply(conv.apply)
     elif fault in ("watch broken off", "watch ended cleanly"):

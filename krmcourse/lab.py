@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 
 import yaml
 
-from . import catalog, exercises, kubectl, probe, providers, reads
+from . import catalog, exercises, kubectl, probe, providers, reads, snapshots
 from .errors import CheckFailed, ClusterError, ComponentStoppedError, KubectlError, UsageError, WaitTimeout
 from .labcode import lab_module
 from .paths import file_lock, private_file, state_dir
@@ -190,7 +190,8 @@ class Lab:
             if reason is None:
                 self._private_kubeconfig()
                 self.say(f"Lab {self.name}: reusing the running cluster {self.cluster}.")
-                self._solve_before(at)
+                if at is None or not self._restore_to(at):  # as the learner left it, or at the exercise
+                    self._solve_before(at)
                 return self
             self.say(f"Lab {self.name}: the cluster {self.cluster} is broken ({reason}); recreating it.")
             self._teardown()
@@ -228,7 +229,8 @@ class Lab:
                 raise
         self.say(f"Lab {self.name}: cluster {self.cluster} is ready in {time.monotonic() - started:.1f} s "
                  f"(provider {provider.name}).")
-        self._solve_before(at)
+        snapshots.save(self, snapshots.state_at(None))
+        self._solve_before(at, save=True)
         return self
 
     def _create(self, port: int | None) -> None:
@@ -369,14 +371,28 @@ class Lab:
                 names = [f"crd/{d['metadata']['name']}" for d in docs if d.get("kind") == "CustomResourceDefinition"]
                 self.wait_for(" ".join(names), "condition=Established", timeout=60)
 
-    def _solve_before(self, at: str | None) -> None:
+    def _solve_before(self, at: str | None, first: int = 0, save: bool = False) -> None:
+        """Solve the exercises before ``at``, from the ``first``; ``save`` snapshots each state reached
+        (only a lab that started clean reaches the states its snapshots name)."""
         if at is None:
             return
-        for ex in self.spec.exercises:
-            if ex.id == at:
-                return
-            self.say(f"Lab {self.name}: solving {ex.id} to skip ahead.")
-            self.solve(ex.id)
+        ids = [ex.id for ex in self.spec.exercises]
+        for i in range(first, ids.index(at)):
+            self.say(f"Lab {self.name}: solving {ids[i]} to skip ahead.")
+            self.solve(ids[i])
+            if save:
+                snapshots.save(self, snapshots.state_at(ids[i + 1]))
+
+    def _restore_to(self, at: str | None) -> bool:
+        """Restore the latest snapshot on the way to ``at`` (``None``: the start) and solve the rest;
+        False, with nothing changed, when there is none."""
+        ids = [ex.id for ex in self.spec.exercises]
+        for i in range(ids.index(at) if at else 0, -1, -1):
+            if snapshots.restore(self, snapshots.state_at(ids[i] if i else None)):
+                self._processes.clear()  # the restore stopped them, and started the snapshot's own
+                self._solve_before(at, first=i, save=True)
+                return True
+        return False
 
     def down(self) -> None:
         """Stop the lab's processes and delete its cluster: no process, port or folder is left."""
@@ -405,10 +421,17 @@ class Lab:
             self.kubectl("delete", "-f", str(manifest), "--ignore-not-found", "--wait=false", check=False)
 
     def reset(self, at: str | None = None) -> Lab:
-        """Throw the cluster away and start the lab afresh (optionally skipping to ``at``)."""
+        """Start the lab afresh (optionally at exercise ``at``, its earlier ones solved).
+
+        A healthy cluster is put back in place from the snapshots taken when it first reached that state
+        (see :mod:`krmcourse.snapshots`), solving only what no snapshot holds; a broken one, or one
+        without snapshots, is thrown away and made again."""
         if at is not None:
             self.spec.exercise(at)  # an unknown exercise fails before the cluster is thrown away
         with self._exclusive():
+            if self.provider.exists(self.cluster) and self._broken_reason() is None and self._restore_to(at):
+                self._private_kubeconfig()
+                return self
             self._teardown()
             return self.up(at=at)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import WaitTimeout
-from .paths import file_lock
+from .paths import file_lock, private_file
 
 #: Processes this interpreter started or adopted: their logs go into a failed test's report.
 _SEEN: list[ManagedProcess] = []
@@ -118,9 +118,12 @@ class ManagedProcess:
             self._pid = spawn_detached(self.argv, self.log_path, self.env, cwd=self.cwd)
             self._started = _started(self._pid)
             self.adopted = False
-            scratch = self.pid_path.with_suffix(".pid.new")
-            scratch.write_text(json.dumps({"pid": self._pid, "started": self._started,
-                                           "identity": self.identity, "log_offset": self._log_offset}))
+            # How it was started is recorded too, so that a restored snapshot can start it again (mode
+            # 0600: its environment is the starter's).
+            scratch = private_file(self.pid_path.with_suffix(".pid.new"), json.dumps(
+                {"pid": self._pid, "started": self._started, "identity": self.identity,
+                 "log_offset": self._log_offset, "argv": self.argv, "env": self.env,
+                 "cwd": str(self.cwd) if self.cwd else None}))
             scratch.replace(self.pid_path)  # readers see the old record or the new one, never half of one
         self._remember()
         return self
@@ -276,6 +279,24 @@ def live_processes(folder: Path) -> dict[str, int]:
         if isinstance(pid, int) and _running(pid, started if isinstance(started, int) else None):
             alive[pid_file.stem] = pid
     return alive
+
+
+def running_starts(folder: Path) -> dict[str, dict[str, Any]]:
+    """How each process recorded in ``folder`` that runs now was started (argv, env, cwd, identity), by
+    name; what :func:`start_again` takes."""
+    starts = {}
+    for name in live_processes(folder):
+        record = _record(folder / f"{name}.pid")
+        if isinstance(record.get("argv"), list) and isinstance(record.get("env"), dict):
+            starts[name] = {k: record.get(k) for k in ("argv", "env", "cwd", "identity")}
+    return starts
+
+
+def start_again(folder: Path, name: str, start: dict[str, Any]) -> ManagedProcess:
+    """Start a process the way :func:`running_starts` recorded it (adopting it if it runs that way)."""
+    env = {k: v for k, v in start["env"].items() if k != MARKER[:-1]}
+    return ManagedProcess(name, start["argv"], env, folder, cwd=Path(start["cwd"]) if start.get("cwd") else None,
+                          identity=start.get("identity")).start()
 
 
 def seen() -> list[ManagedProcess]:

@@ -32,8 +32,9 @@ class ClusterOptions:
 #: - ``simulated-nodes``: kwok runs beside the cluster and looks after Nodes annotated for it;
 #: - ``etcd``: read keys straight from the cluster's etcd;
 #: - ``control-plane-flags``: show kube-apiserver's command line;
-#: - ``audit-log``: the API server writes an audit log that krmcourse can read.
-CAPABILITIES = ("simulated-nodes", "etcd", "control-plane-flags", "audit-log")
+#: - ``audit-log``: the API server writes an audit log that krmcourse can read;
+#: - ``restart-components``: kill a control-plane component and have it started again.
+CAPABILITIES = ("simulated-nodes", "etcd", "control-plane-flags", "audit-log", "restart-components")
 
 
 class Provider(ABC):
@@ -76,11 +77,13 @@ class Provider(ABC):
     def audit_log(self, cluster: str) -> Path | None:
         return None
 
-    def restart_apiserver(self, cluster: str) -> None:
-        """Kill kube-apiserver as a crash would, and have it started again (the fault harness's fault).
+    def restart_component(self, cluster: str, component: str, meanwhile: Callable[[], None] | None = None) -> None:
+        """Stop a control-plane component (``kube-apiserver``, ``kube-controller-manager``...), call
+        ``meanwhile`` while it is down, and start it again: the fault harness's API server restart, and a
+        snapshot restore, which writes etcd while no kube-controller-manager can act on half of it.
 
         Returns once it was started again, not once it serves: the caller waits for that."""
-        self.require("restart-apiserver", "restart kube-apiserver")
+        self.require("restart-components", f"restart {component}")
 
     def owns_clusters(self) -> bool:
         """False when the provider only borrows a cluster that someone else runs."""
@@ -107,15 +110,33 @@ class Provider(ABC):
         self.require("control-plane-flags", "show kube-apiserver's command line")
         return {}
 
-    def etcd_range(self, cluster: str, key: str) -> list[dict[str, Any]]:
-        """etcd's answer to a range request for one key (its ``kvs``, base64 as etcd sends them)."""
+    def etcd_call(self, cluster: str, call: str, body: dict[str, Any]) -> dict[str, Any]:
+        """etcd's JSON answer to one of its gRPC-gateway calls (``kv/range``, ``kv/txn``), asked directly."""
         self.require("etcd", "read etcd directly")
-        return []
+        return {}
+
+    def etcd_range(self, cluster: str, key: str, prefix: bool = False) -> list[dict[str, Any]]:
+        """etcd's answer to a range request for one key, or every key under ``key`` (its ``kvs``, base64
+        as etcd sends them)."""
+        return list(self.etcd_call(cluster, "kv/range", range_request(key, prefix)).get("kvs") or [])
 
 
-def range_request(key: str) -> dict[str, str]:
-    """The JSON body of etcd's gRPC-gateway ``/v3/kv/range`` call for one key."""
-    return {"key": base64.b64encode(key.encode()).decode()}
+def b64(text: str | bytes) -> str:
+    return base64.b64encode(text.encode() if isinstance(text, str) else text).decode()
+
+
+def range_request(key: str, prefix: bool = False) -> dict[str, str]:
+    """The JSON body of etcd's gRPC-gateway ``/v3/kv/range`` call for one key, or for all under it."""
+    body = {"key": b64(key)}
+    if prefix:  # etcd's range end for a prefix: the key with its last byte one higher
+        raw = key.encode()
+        body["range_end"] = b64(raw[:-1] + bytes([raw[-1] + 1]))
+    return body
+
+
+#: etcd settings every lab cluster gets. Its request limits stay etcd's own (128 operations and 1.5 MiB
+#: in one request): the anti-patterns lab measures them.
+ETCD_ARGS = {"unsafe-no-fsync": "true"}  # a lab's data is disposable
 
 
 def flags_of(argv: list[str]) -> dict[str, str]:

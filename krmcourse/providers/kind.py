@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from ..credentials import as_files
 from ..errors import ClusterError, ProviderError
 from ..paths import private_file, state_dir
 from ..processes import spawn_detached
-from .base import ClusterOptions, Provider, Say, check_port_free, flags_of, range_request
+from .base import ETCD_ARGS, ClusterOptions, Provider, Say, check_port_free, flags_of
 from .kwok import AUDIT_POLICY, _alive, _port_lock, _runs_from, free_ports, stop_process
 
 NO_ENGINE_HINT = ("Install Docker and start it (on Linux: 'sudo systemctl start docker'; Docker Desktop: open it), "
@@ -65,7 +66,7 @@ def _node_of(kind_name: str) -> str:
 
 class KindProvider(Provider):
     name = "kind"
-    capabilities = frozenset({"simulated-nodes", "etcd", "control-plane-flags", "audit-log", "restart-apiserver"})
+    capabilities = frozenset({"simulated-nodes", "etcd", "control-plane-flags", "audit-log", "restart-components"})
 
     def __init__(self, kind: str | None = None) -> None:
         self._kind = kind
@@ -198,7 +199,7 @@ class KindProvider(Provider):
             "apiServer": {"extraArgs": [{"name": k, "value": v} for k, v in apiserver_args.items()],
                           "extraVolumes": volumes},
             # A lab's data is disposable, as on the default provider.
-            "etcd": {"local": {"extraArgs": [{"name": "unsafe-no-fsync", "value": "true"}]}},
+            "etcd": {"local": {"extraArgs": [{"name": k, "value": v} for k, v in ETCD_ARGS.items()]}},
         }
         kubelet = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
                    # Kubernetes 1.35+ refuses cgroup v1 unless told; some learners' machines still have it.
@@ -430,12 +431,36 @@ class KindProvider(Provider):
         return {"node": self._inspect(self.node(cluster), "{{.State.Running}}") == "true",
                 "kwok-controller": pid is not None and _alive(pid)}
 
-    def restart_apiserver(self, cluster: str) -> None:
-        """Kill kube-apiserver in the node (by its pid on this machine); the kubelet starts its static pod again."""
-        pid = self.pids(cluster).get("kube-apiserver")
+    def restart_component(self, cluster: str, component: str, meanwhile: Callable[[], None] | None = None) -> None:
+        """Take a control-plane program's static pod out of the kubelet's folder, wait for it to stop, and
+        put it back as a new pod (a new annotation), which starts at once.
+
+        Killing the program would do once, but the kubelet holds back a container that keeps dying (10 s,
+        then 20 s, 40 s...). Everything runs inside the node, so it needs no rights over its processes."""
+        pid = self.pids(cluster).get(component)
         if pid is None:
-            raise ClusterError(f"kube-apiserver of {cluster} is not running in its node.", "'krmcourse reset' the lab.")
-        os.kill(pid, signal.SIGKILL)
+            raise ClusterError(f"{component} of {cluster} is not running in its node.", "'krmcourse reset' the lab.")
+        manifest, parked = f"/etc/kubernetes/manifests/{component}.yaml", f"/etc/kubernetes/{component}.yaml.parked"
+        pod = yaml.safe_load(self._exec(cluster, "cat", manifest).stdout)
+        self._exec(cluster, "mv", manifest, parked)
+        try:
+            self._wait_for(cluster, lambda: not _alive(pid), f"the kubelet did not stop {component}")
+            if meanwhile is not None:
+                meanwhile()
+        finally:
+            pod["metadata"].setdefault("annotations", {})["krmcourse/restarted"] = str(time.time_ns())
+            # Written beside the folder and moved in: the kubelet reads every file in it, half-written ones too.
+            self._exec(cluster, "sh", "-c", f"cat > {parked} && mv {parked} {manifest}", input=yaml.safe_dump(pod))
+        self._wait_for(cluster, lambda: self.pids(cluster).get(component) not in (None, pid),
+                       f"the kubelet did not start {component} again")
+
+    def _wait_for(self, cluster: str, done: Callable[[], bool], what: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{what} within {timeout:.0f} s.", "'krmcourse reset' the lab; "
+                                   f"'{self.engine} exec {self.node(cluster)} crictl ps -a' shows what its node runs.")
+            time.sleep(0.2)
 
     def restart_stopped(self, cluster: str) -> list[str]:
         """Start kwok again if it stopped; a stopped node container means recreating the cluster."""
@@ -466,13 +491,14 @@ class KindProvider(Provider):
         container = manifest["spec"]["containers"][0]
         return flags_of(["kube-apiserver", *container.get("command", [])[1:], *container.get("args", [])])
 
-    def etcd_range(self, cluster: str, key: str) -> list[dict[str, Any]]:
+    def etcd_call(self, cluster: str, call: str, body: dict[str, Any]) -> dict[str, Any]:
         """Ask etcd itself, inside the node, through its HTTP gateway with kubeadm's client certificate."""
         pki = "/etc/kubernetes/pki/etcd"
         done = self._exec(cluster, "curl", "-sS", "--fail", "--cacert", f"{pki}/ca.crt", "--cert",
                           f"{pki}/healthcheck-client.crt", "--key", f"{pki}/healthcheck-client.key",
-                          "https://127.0.0.1:2379/v3/kv/range", "-d", json.dumps(range_request(key)))
-        return list(json.loads(done.stdout).get("kvs") or [])
+                          f"https://127.0.0.1:2379/v3/{call}", "--data-binary", "@-", input=json.dumps(body))
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer
 
 
 #: What kind's known issues recommend: each node's systemd, kubelet and containerd hold inotify

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from .. import pins, toolchain
 from ..errors import ClusterError, ToolchainError
 from ..kubectl import kubectl_binary
 from ..paths import file_lock, state_dir
-from .base import ClusterOptions, Provider, Say, check_port_free, flags_of, range_request
+from .base import ETCD_ARGS, ClusterOptions, Provider, Say, check_port_free, flags_of
 
 #: Go's garbage-collector target for the components; see config_document.
 GOGC = "50"
@@ -77,7 +78,7 @@ def _port_lock() -> AbstractContextManager[None]:
 
 class KwokProvider(Provider):
     name = "kwok"
-    capabilities = frozenset({"simulated-nodes", "etcd", "control-plane-flags", "audit-log", "restart-apiserver"})
+    capabilities = frozenset({"simulated-nodes", "etcd", "control-plane-flags", "audit-log", "restart-components"})
 
     @property
     def workdir(self) -> Path:
@@ -148,11 +149,11 @@ class KwokProvider(Provider):
             port = options.port if key == "kubeApiserverPort" and options.port else next(ports, None)
             if port:
                 opts[key] = port
-        # A lab's data is disposable, so etcd skips fsync. The Go components collect garbage a little
-        # more eagerly than Go's default (GOGC=100), which keeps a lab cluster's memory down.
+        # etcd as every provider sets it (ETCD_ARGS). The Go components collect garbage a little more
+        # eagerly than Go's default (GOGC=100), which keeps a lab cluster's memory down.
         gc = [{"name": "GOGC", "value": os.environ.get("KRMCOURSE_GOGC", GOGC)}]
-        patches: list[dict[str, Any]] = [{"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}],
-                                "extraEnvs": gc}]
+        patches: list[dict[str, Any]] = [{"name": "etcd", "extraEnvs": gc,
+                                          "extraArgs": [{"key": k, "value": v} for k, v in ETCD_ARGS.items()]}]
         apiserver: dict[str, Any] = {"name": "kube-apiserver", "extraEnvs": gc}
         if options.apiserver_args:
             apiserver["extraArgs"] = [{"key": k, "value": v} for k, v in options.apiserver_args.items()]
@@ -247,24 +248,29 @@ class KwokProvider(Provider):
         except (OSError, TypeError):
             return {}
 
-    def etcd_range(self, cluster: str, key: str) -> list[dict[str, Any]]:
+    def etcd_call(self, cluster: str, call: str, body: dict[str, Any]) -> dict[str, Any]:
         """Ask etcd itself, on 127.0.0.1, through its HTTP gateway: no API server in between."""
         import httpx
 
         url = self.apiserver_flags(cluster)["etcd-servers"].split(",")[0].rstrip("/")
-        response = httpx.post(f"{url}/v3/kv/range", json=range_request(key), timeout=10)
+        response = httpx.post(f"{url}/v3/{call}", json=body, timeout=30)
         response.raise_for_status()
-        return list(response.json().get("kvs") or [])
+        answer: dict[str, Any] = response.json()
+        return answer
 
-    def restart_apiserver(self, cluster: str) -> None:
-        pid = self.pids(cluster).get("kube-apiserver")
+    def restart_component(self, cluster: str, component: str, meanwhile: Callable[[], None] | None = None) -> None:
+        pid = self.pids(cluster).get(component)
         if pid is None or not _alive(pid):
-            raise ClusterError(f"kube-apiserver of {cluster} is not running.", "'krmcourse reset' the lab.")
+            raise ClusterError(f"{component} of {cluster} is not running.", "'krmcourse reset' the lab.")
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.restart_stopped(cluster)
+        try:
+            if meanwhile is not None:
+                meanwhile()
+        finally:
+            self.restart_stopped(cluster)
 
     def restart_stopped(self, cluster: str) -> list[str]:
         """Have kwokctl start the components that stopped, the way ``kwokctl start cluster`` does.

@@ -18,6 +18,7 @@ from typing import Any
 import krmcourse.cloud
 from krmcourse import Lab, ManagedProcess
 from krmcourse.cloud import CloudClient
+from krmcourse.webhooks import free_port
 
 NAMESPACE = "krm-system"
 SERVICE_ACCOUNT = "provisioner"
@@ -50,8 +51,11 @@ def start_cloud(lab: Lab, provision_seconds: float = 1.0, client_timeout: float 
             client.reset()
             client.set_faults(provision_seconds=provision_seconds)
             return client
+    # On a port chosen here, not by the cloud: a restored snapshot starts the cloud again with these
+    # arguments, and the address in the provisioner's ConfigMap stays true.
     proc = lab.run_controller(
-        Path(krmcourse.cloud.__file__), "--provision-seconds", str(provision_seconds), name="cloud"
+        Path(krmcourse.cloud.__file__), "--port", str(free_port()), "--provision-seconds", str(provision_seconds),
+        name="cloud"
     )
     proc.wait_for_log("cloud listening on", timeout=20)
     match = re.search(r"cloud listening on (http://\S+)", proc.logs())
