@@ -9,8 +9,9 @@ Each round measures, alternating the two code paths so that both meet the same m
 - ``up`` from nothing: with snapshots it also saves the start state, so this shows what saving costs.
 Before the snapshot runs of a round, the lab is taken to LAST once, untimed, so that each snapshot on
 the way exists (as after a learner's first pass); then ``reset`` restores the start over that state, and
-``reset --at LAST`` restores LAST over the start, so each has the objects of three exercises to change. It prints medians and writes the figures as JSON to
-benchmarks/results/, with the load average before and after.
+``reset --at LAST`` restores LAST over the start, so each has the objects of three exercises to change.
+It prints medians and writes the figures as JSON to benchmarks/results/, with the load average before
+and after.
 """
 
 from __future__ import annotations

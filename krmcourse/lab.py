@@ -190,8 +190,7 @@ class Lab:
             if reason is None:
                 self._private_kubeconfig()
                 self.say(f"Lab {self.name}: reusing the running cluster {self.cluster}.")
-                if at is None or not self._restore_to(at):  # as the learner left it, or at the exercise
-                    self._solve_before(at)
+                self._solve_before(at)  # on top of the learner's work: reset --at is what puts it back
                 return self
             self.say(f"Lab {self.name}: the cluster {self.cluster} is broken ({reason}); recreating it.")
             self._teardown()
@@ -237,6 +236,7 @@ class Lab:
         started = time.monotonic()
         self.startup.clear()
         self.home.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(snapshots.folder(self), ignore_errors=True)  # an earlier cluster's, if its folder stayed
         (self.home / RECORD).write_text(json.dumps({"lab": self.name, "instance": self.instance,
                                                     "provider": self.provider.name}))
         self.provider.create(self._options(port), self.say)
@@ -388,7 +388,14 @@ class Lab:
         False, with nothing changed, when there is none."""
         ids = [ex.id for ex in self.spec.exercises]
         for i in range(ids.index(at) if at else 0, -1, -1):
-            if snapshots.restore(self, snapshots.state_at(ids[i] if i else None)):
+            try:
+                restored = snapshots.restore(self, snapshots.state_at(ids[i] if i else None))
+            except Exception as exc:  # noqa: BLE001 - whatever went wrong, a new cluster is the way out
+                self.say(f"Lab {self.name}: restoring a snapshot failed ({exc}); deleting the snapshots and "
+                         "making the cluster again.")
+                shutil.rmtree(snapshots.folder(self), ignore_errors=True)
+                return False
+            if restored:
                 self._processes.clear()  # the restore stopped them, and started the snapshot's own
                 self._solve_before(at, first=i, save=True)
                 return True

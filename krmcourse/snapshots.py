@@ -1,4 +1,4 @@
-"""Saved states of a running lab: ``reset`` and ``up --at`` restore one instead of replaying the lab.
+"""Saved states of a running lab: ``reset`` (and ``reset --at``) restore one instead of replaying the lab.
 
 A snapshot is taken the first time a cluster reaches a state: ``start`` when its manifests are applied,
 ``at-<exercise>`` when every exercise before that one has been solved by its reference solution. It holds
@@ -11,10 +11,10 @@ A snapshot is taken the first time a cluster reaches a state: ``start`` when its
 Restoring one stops the lab's processes, writes the difference between etcd now and the snapshot into
 etcd (in as few transactions as etcd's default limits allow; revisions move forward as for any write, so
 the API server and every watch see ordinary changes), puts the code back, and starts the processes again,
-waiting for each declared controller's ready line. When the restore makes objects again, it writes while
-kube-controller-manager is stopped, and starts it afresh: its garbage collector remembers owners it saw
-go, and would delete their restored children. The cluster itself keeps running, so its kubeconfig and
-certificates stay valid.
+waiting for each declared controller's ready line. It writes while kube-controller-manager is stopped,
+and starts it afresh: its garbage collector remembers owners it saw go, and would delete their restored
+children. The cluster itself keeps running, so its kubeconfig and certificates stay valid; a snapshot
+of an earlier cluster of the lab (etcd's cluster id differs) is never written into a new one.
 
 Snapshots live in the lab's state folder and go with its cluster (``down``). Each records a fingerprint
 of the lab's folder: a snapshot taken before the lab changed is never restored. A snapshot that does not
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ClusterError
 from .paths import private_file
 from .processes import kill_recorded, running_starts, start_again
+from .providers.base import b64, range_request
 
 if TYPE_CHECKING:
     from .lab import Lab
@@ -45,6 +46,9 @@ ROOT = "/registry/"
 #: Keys a restore neither writes nor deletes: leases belong to the processes that hold them now.
 KEEP = ("/registry/leases/", "/registry/masterleases/")
 ENV = "KRMCOURSE_SNAPSHOTS"
+CONTROLLER_MANAGER_LEASE = "/registry/leases/kube-system/kube-controller-manager"
+#: Seconds a restored event lives: the API server's own default (--event-ttl=1h).
+EVENT_TTL = 3600
 
 
 def enabled(lab: Lab) -> bool:
@@ -74,9 +78,12 @@ def state_at(exercise: str | None) -> str:
     return f"at-{exercise}" if exercise else "start"
 
 
-def _etcd(lab: Lab) -> dict[str, str]:
-    kvs = lab.provider.etcd_range(lab.cluster, ROOT, prefix=True)
-    return {kv["key"]: kv.get("value", "") for kv in kvs}
+def _etcd(lab: Lab) -> tuple[dict[str, str], str]:
+    """Every key under ROOT that a restore may change (base64 key -> base64 value), and etcd's cluster id:
+    a snapshot of another cluster of the same name (made again since) is never written into this one."""
+    answer = lab.provider.etcd_call(lab.cluster, "kv/range", range_request(ROOT, prefix=True))
+    kvs = {kv["key"]: kv.get("value", "") for kv in answer.get("kvs") or []}
+    return {k: v for k, v in kvs.items() if not _kept(k)}, str(answer.get("header", {}).get("cluster_id"))
 
 
 def _kept(key_b64: str) -> bool:
@@ -88,14 +95,20 @@ def _digest(body: dict[str, Any]) -> str:
 
 
 def save(lab: Lab, state: str) -> Path | None:
-    """Snapshot the lab as it is now, as ``state``; None (said) when the disk has no room for it."""
+    """Snapshot the lab as it is now, as ``state``; None, said, when it could not (a full disk, say)."""
     if not enabled(lab):
+        return None
+    try:
+        etcd, cluster_id = _etcd(lab)
+    except Exception as exc:  # noqa: BLE001 - a snapshot is an optimisation: the lab runs on without it
+        lab.say(f"Lab {lab.name}: could not read etcd to save the {state} snapshot ({exc}); the lab runs on, "
+                "and a later reset makes a new cluster instead of restoring.")
         return None
     code = lab.home / "code"
     body = {
         "format": FORMAT, "lab": lab.name, "cluster": lab.cluster, "state": state, "taken": time.time(),
         "fingerprint": fingerprint(lab.path),
-        "etcd": {k: v for k, v in _etcd(lab).items() if not _kept(k)},
+        "etcd": etcd, "etcd_cluster": cluster_id,
         "code": {p.name: p.read_text() for p in sorted(code.glob("*.py"))} if code.is_dir() else {},
         "processes": running_starts(lab.home / "processes"),
     }
@@ -106,10 +119,12 @@ def save(lab: Lab, state: str) -> Path | None:
         scratch.replace(target)  # a reader sees the old snapshot or the whole new one
     except OSError as exc:
         scratch.unlink(missing_ok=True)
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        lab.say(f"Lab {lab.name}: no room on the disk to save the {state} snapshot; the lab runs on, and a "
-                "later reset replays it instead of restoring. Free some space to get quick resets back.")
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            lab.say(f"Lab {lab.name}: no room on the disk to save the {state} snapshot; the lab runs on, and a "
+                    "later reset replays it instead of restoring. Free some space to get quick resets back.")
+        else:
+            lab.say(f"Lab {lab.name}: could not save the {state} snapshot ({exc}); the lab runs on, and a later "
+                    "reset replays it instead of restoring.")
         return None
     return target
 
@@ -142,6 +157,16 @@ def load(lab: Lab, state: str) -> dict[str, Any] | None:
     return snapshot
 
 
+def _is_event(key_b64: str) -> bool:
+    return base64.b64decode(key_b64).startswith(b"/registry/events/")
+
+
+def _changes(now: dict[str, str], saved: dict[str, str]) -> list[dict[str, Any]]:
+    """The etcd operations that turn ``now`` into ``saved``."""
+    ops: list[dict[str, Any]] = [{"request_delete_range": {"key": k}} for k in now if k not in saved]
+    return ops + [{"request_put": {"key": k, "value": v}} for k, v in saved.items() if now.get(k) != v]
+
+
 #: etcd's default limits on one transaction, which the labs keep (the anti-patterns lab measures them).
 MAX_OPS, MAX_BYTES = 128, 1024 * 1024
 
@@ -166,26 +191,40 @@ def restore(lab: Lab, state: str) -> bool:
     if snapshot is None:
         return False
     started = time.monotonic()
+    now, cluster_id = _etcd(lab)
+    if snapshot.get("etcd_cluster") != cluster_id:
+        path(lab, state).unlink(missing_ok=True)
+        lab.say(f"Lab {lab.name}: the {state} snapshot was taken of an earlier cluster of this lab; deleted it, "
+                "and replaying the lab instead.")
+        return False
     kill_recorded(lab.home / "processes")  # the controllers start again on the restored state
-    now = {k: v for k, v in _etcd(lab).items() if not _kept(k)}
     saved: dict[str, str] = snapshot["etcd"]
-    ops: list[dict[str, Any]] = [{"request_delete_range": {"key": k}} for k in now if k not in saved]
-    ops += [{"request_put": {"key": k, "value": v}} for k, v in saved.items() if now.get(k) != v]
+    changes = 0
 
     def write() -> None:
+        nonlocal changes
+        current, _ = _etcd(lab)  # read again: until now, kube-controller-manager could still act
+        ops = _changes(current, saved)
+        if any("request_put" in op and _is_event(op["request_put"]["key"]) for op in ops):
+            lease = lab.provider.etcd_call(lab.cluster, "lease/grant", {"TTL": EVENT_TTL})["ID"]
+            for op in ops:  # the API server gives events a lease, so that they go in time; a restored one too
+                if "request_put" in op and _is_event(op["request_put"]["key"]):
+                    op["request_put"]["lease"] = lease
+        # With leader election on (kubeadm's way), a new kube-controller-manager would wait out the lease
+        # of the one that just stopped.
+        ops.append({"request_delete_range": {"key": b64(CONTROLLER_MANAGER_LEASE)}})
         for batch in _batches(ops):
             answer = lab.provider.etcd_call(lab.cluster, "kv/txn", {"success": batch})
             if "header" not in answer:
                 raise ClusterError(f"Lab {lab.name}: etcd refused to restore the {state} snapshot: {answer}.",
                                    f"'krmcourse down {lab.name}' and 'krmcourse up {lab.name}' start it afresh.")
+        changes = len(ops) - 1
 
-    if any(k not in now for k in saved):
-        # The garbage collector remembers owners it found gone, by uid, and deletes any dependent that
-        # names one: a restored owner would lose its restored children. So kube-controller-manager is
-        # down while etcd is written, and starts again with nothing remembered.
+    if _changes(now, saved):
+        # kube-controller-manager is down while etcd is written, and starts again with nothing remembered:
+        # its garbage collector remembers owners it saw go, by uid, and would delete a restored owner's
+        # restored children; and it would act on a restore written in several transactions half-way.
         lab.provider.restart_component(lab.cluster, "kube-controller-manager", meanwhile=write)
-    elif ops:
-        write()
     code = lab.home / "code"
     for old in code.glob("*.py") if code.is_dir() else []:
         if old.name not in snapshot["code"]:
@@ -200,7 +239,7 @@ def restore(lab: Lab, state: str) -> bool:
         ready = controllers[name].ready if name in controllers else None
         if ready:
             proc.wait_for_log(ready, timeout=60)
-    lab.say(f"Lab {lab.name}: restored the {state} snapshot ({len(ops)} changes, "
+    lab.say(f"Lab {lab.name}: restored the {state} snapshot ({changes} changes, "
             f"{len(snapshot['processes'])} processes started) in {time.monotonic() - started:.1f} s.")
     return True
 

@@ -88,7 +88,8 @@ def test_a_controller_that_keeps_an_expired_version_is_caught(tmp_path: Path) ->
 def test_in_a_kind_node_the_kubelet_brings_the_api_server_back_and_the_controller_converges() -> None:
     """What the faults do to a controller does not depend on the provider, so CI runs the matrix above on
     kwok alone. The one fault the providers inject differently is the API server restart: in a kind node
-    the process is killed and the kubelet starts its static pod again. That is checked here, on kind."""
+    its static pod leaves the kubelet's folder and comes back as a new pod, which the kubelet stops and
+    starts (kwok kills the process outright). That is checked here, on kind."""
     lab = faults.lab_for("claims", "binder")
     try:
         before = lab.component_pids()["kube-apiserver"]

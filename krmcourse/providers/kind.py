@@ -437,10 +437,14 @@ class KindProvider(Provider):
 
         Killing the program would do once, but the kubelet holds back a container that keeps dying (10 s,
         then 20 s, 40 s...). Everything runs inside the node, so it needs no rights over its processes."""
+        manifest, parked = f"/etc/kubernetes/manifests/{component}.yaml", f"/etc/kubernetes/{component}.yaml.parked"
+        # An earlier restart cut off half-way (the node stopped, say) may have left the pod out: back in first.
+        self._exec(cluster, "sh", "-c", f"if [ -f {parked} ]; then mv {parked} {manifest}; fi")
         pid = self.pids(cluster).get(component)
         if pid is None:
-            raise ClusterError(f"{component} of {cluster} is not running in its node.", "'krmcourse reset' the lab.")
-        manifest, parked = f"/etc/kubernetes/manifests/{component}.yaml", f"/etc/kubernetes/{component}.yaml.parked"
+            self._wait_for(cluster, lambda: self.pids(cluster).get(component) is not None,
+                           f"{component} of {cluster} is not running in its node")
+            pid = self.pids(cluster)[component]
         pod = yaml.safe_load(self._exec(cluster, "cat", manifest).stdout)
         self._exec(cluster, "mv", manifest, parked)
         try:
