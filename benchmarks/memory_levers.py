@@ -4,10 +4,13 @@ Run:  .venv/bin/python benchmarks/memory_levers.py [--rounds 5] [--settle 10] [-
 
 Each round brings the bare ``sandbox`` lab up once per configuration: today's flags, and today's flags
 plus one lever. The order reverses every round, so that each configuration meets the same machine. After
-``--settle`` seconds it reads the resident memory (RSS) of each of the five component processes, then
-the CPU time they spend over the next ``--settle`` seconds (an idle cluster should spend almost none: a
-soft memory limit set too low shows up here, as garbage collection that never stops), and takes the
-cluster down. A configuration whose cluster does not come up is reported as failed, with the reason.
+``--settle`` seconds it reads the resident memory (RSS) of each of the five component processes, how
+much of it is their own (anonymous) memory rather than code mapped from the binaries, and the CPU
+time they have spent so far (starting, mostly: a lever that makes garbage collection more eager costs
+CPU there). Then it reads the CPU time they spend over the next ``--settle`` seconds (an idle cluster
+should spend almost none: a soft memory limit set too low shows up here, as garbage collection that
+never stops), and takes the cluster down. A configuration whose cluster does not come up is reported
+as failed, with the reason.
 
 The levers only add flags or environment variables to the kwokctl configuration the course writes
 (``KwokProvider.config_document``), for this process alone. Nothing here changes what ``up`` does
@@ -25,6 +28,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -48,6 +52,12 @@ IDLE_CONTROLLERS = (
     "endpointslice-mirroring-controller", "legacy-serviceaccount-token-cleaner-controller",
 )
 
+#: API groups no lab's manifests, notebooks or controllers use, and the control plane can do without (the
+#: governor's HorizontalPodAutoscaler is autoscaling's, so that lab would turn it back on). Others are
+#: unused by the labs but not by the API server itself: without networking.k8s.io it exits at start
+#: (its Service IP repair needs IPAddress), and node.k8s.io serves the RuntimeClass admission plugin.
+UNUSED_GROUPS = ("autoscaling/v1", "autoscaling/v2", "certificates.k8s.io/v1")
+
 #: Each lever: component -> ("arg" or "env", key, value) additions to today's configuration.
 LEVERS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
     "today": {},
@@ -66,6 +76,12 @@ LEVERS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
     "no watch cache": {"kube-apiserver": [("arg", "watch-cache", "false")]},
     "no priority and fairness": {"kube-apiserver": [("arg", "enable-priority-and-fairness", "false")]},
     "etcd snapshot-count 1000": {"etcd": [("arg", "snapshot-count", "1000")]},
+    "unused API groups off": {
+        "kube-apiserver": [("arg", "runtime-config", ",".join(f"{g}=false" for g in UNUSED_GROUPS))],
+    },
+    "GOGC 25": {c: [("env", "GOGC", "25")] for c in COMPONENTS},
+    # Adopted on 2026-12-05 (the API server's GOGC is 25 since): this lever measures the way back.
+    "API server at GOGC 50, as before": {"kube-apiserver": [("env", "GOGC", "50")]},
 }
 
 
@@ -81,10 +97,21 @@ def with_lever(lever: dict[str, list[tuple[str, str, str]]]) -> Callable[..., li
                 if kind == "arg":
                     patch["extraArgs"] = [*patch.get("extraArgs", []), {"key": key, "value": value}]
                 else:
-                    patch["extraEnvs"] = [*patch.get("extraEnvs", []), {"name": key, "value": value}]
+                    kept = [e for e in patch.get("extraEnvs", []) if e["name"] != key]  # a lever's value wins
+                    patch["extraEnvs"] = [*kept, {"name": key, "value": value}]
         return docs
 
     return config_document
+
+
+def anonymous(procs: dict[str, psutil.Process]) -> float:
+    """MiB of the processes' RSS that is anonymous memory (RssAnon): their own, not code from a file,
+    which every cluster started from the same binaries shares."""
+    kib = 0
+    for proc in procs.values():
+        status = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+        kib += next(int(line.split()[1]) for line in status if line.startswith("RssAnon:"))
+    return kib / 1024
 
 
 def measure(name: str, settle: float) -> dict[str, Any]:
@@ -103,7 +130,8 @@ def measure(name: str, settle: float) -> dict[str, Any]:
         before = {c: sum(p.cpu_times()[:2]) for c, p in procs.items()}
         time.sleep(settle)
         cpu = sum(sum(p.cpu_times()[:2]) - before[c] for c, p in procs.items()) / settle
-        return {"up_s": round(up, 2), "rss_mib": {c: round(v, 1) for c, v in rss.items()},
+        return {"up_s": round(up, 2), "start_cpu_s": round(sum(before.values()), 2),
+                "rss_mib": {c: round(v, 1) for c, v in rss.items()}, "anon_mib": round(anonymous(procs), 1),
                 "total_mib": round(sum(rss.values()), 1),
                 "uss_mib": round(sum(m.uss for m in full.values()) / 2**20, 1), "idle_cpu_cores": round(cpu, 3)}
     except (KrmcourseError, TimeoutError, psutil.Error) as exc:
@@ -177,8 +205,10 @@ def main() -> None:
         medians[name] = {
             "total_mib": round(statistics.median(r["total_mib"] for r in ok)),
             "uss_mib": round(statistics.median(r["uss_mib"] for r in ok)),
+            "anon_mib": round(statistics.median(r.get("anon_mib", 0) for r in ok)),
             "idle_cpu_cores": round(statistics.median(r["idle_cpu_cores"] for r in ok), 3),
             "up_s": round(statistics.median(r["up_s"] for r in ok), 2),
+            "start_cpu_s": round(statistics.median(r.get("start_cpu_s", 0) for r in ok), 2),
             "rss_mib": {c: round(statistics.median(r["rss_mib"].get(c, 0) for r in ok)) for c in COMPONENTS},
             "failed_runs": len(tries) - len(ok),
         }
@@ -186,13 +216,13 @@ def main() -> None:
     short = {"kube-apiserver": "apiserver", "kube-controller-manager": "ctrl-mgr", "kube-scheduler": "scheduler",
              "kwok-controller": "kwok"}
     print(f"{'':<32}{'total':>7}" + "".join(f"{short.get(c, c):>11}" for c in COMPONENTS)
-          + f"{'USS':>7}{'idle CPU':>10}{'up s':>7}")
+          + f"{'USS':>7}{'anon':>7}{'idle CPU':>10}{'up s':>7}{'start CPU s':>13}")
     for name, m in medians.items():
         if "failed" in m:
             print(f"{name:<32} FAILED: {m['failed'][:100]}")
             continue
         print(f"{name:<32}{m['total_mib']:>7}" + "".join(f"{m['rss_mib'][c]:>11}" for c in COMPONENTS)
-              + f"{m['uss_mib']:>7}{m['idle_cpu_cores']:>10}{m['up_s']:>7}")
+              + f"{m['uss_mib']:>7}{m['anon_mib']:>7}{m['idle_cpu_cores']:>10}{m['up_s']:>7}{m['start_cpu_s']:>13}")
     save("memory_levers", {
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": {"cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30),

@@ -29,8 +29,10 @@ from ..kubectl import kubectl_binary
 from ..paths import file_lock, state_dir
 from .base import ETCD_ARGS, ClusterOptions, Provider, Say, check_port_free, flags_of
 
-#: Go's garbage-collector target for the components; see config_document.
+#: Go's garbage-collector target for the components, and the API server's (which holds most of a
+#: cluster's own memory); see config_document.
 GOGC = "50"
+GOGC_APISERVER = "25"
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
 
@@ -149,12 +151,15 @@ class KwokProvider(Provider):
             port = options.port if key == "kubeApiserverPort" and options.port else next(ports, None)
             if port:
                 opts[key] = port
-        # etcd as every provider sets it (ETCD_ARGS). The Go components collect garbage a little more
-        # eagerly than Go's default (GOGC=100), which keeps a lab cluster's memory down.
+        # etcd as every provider sets it (ETCD_ARGS). The Go components collect garbage more eagerly than
+        # Go's default (GOGC=100), the API server most: that keeps a lab cluster's memory down
+        # (benchmarks/memory_levers.py). KRMCOURSE_GOGC sets one value for all five.
         gc = [{"name": "GOGC", "value": os.environ.get("KRMCOURSE_GOGC", GOGC)}]
         patches: list[dict[str, Any]] = [{"name": "etcd", "extraEnvs": gc,
                                           "extraArgs": [{"key": k, "value": v} for k, v in ETCD_ARGS.items()]}]
-        apiserver: dict[str, Any] = {"name": "kube-apiserver", "extraEnvs": gc}
+        apiserver: dict[str, Any] = {"name": "kube-apiserver",
+                                     "extraEnvs": [{"name": "GOGC",
+                                                    "value": os.environ.get("KRMCOURSE_GOGC", GOGC_APISERVER)}]}
         if options.apiserver_args:
             apiserver["extraArgs"] = [{"key": k, "value": v} for k, v in options.apiserver_args.items()]
         patches.append(apiserver)
