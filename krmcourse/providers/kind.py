@@ -51,6 +51,8 @@ POD_SUBNET = "10.244.0.0/16"
 NODE_POD_RANGE = "10.244.0.0/24"
 #: Programs in the node container whose pids :meth:`KindProvider.pids` reports.
 NODE_PROGRAMS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "containerd")
+#: What a restarted control-plane static pod's name gains, or loses when it has it (restart_component).
+AGAIN = "-again"
 #: Keeps a kube-system workload off the simulated nodes (which carry type=kwok).
 REAL_NODES_ONLY = json.dumps({"spec": {"template": {"spec": {"affinity": {"nodeAffinity": {
     "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
@@ -433,7 +435,7 @@ class KindProvider(Provider):
 
     def restart_component(self, cluster: str, component: str, meanwhile: Callable[[], None] | None = None) -> None:
         """Take a control-plane program's static pod out of the kubelet's folder, wait for it to stop, and
-        put it back as a new pod (a new annotation), which starts at once.
+        put it back as a new pod (under another name), which starts at once.
 
         Killing the program would do once, but the kubelet holds back a container that keeps dying (10 s,
         then 20 s, 40 s...). Everything runs inside the node, so it needs no rights over its processes."""
@@ -452,7 +454,10 @@ class KindProvider(Provider):
             if meanwhile is not None:
                 meanwhile()
         finally:
-            pod["metadata"].setdefault("annotations", {})["krmcourse/restarted"] = str(time.time_ns())
+            # Under another name: the kubelet holds a new pod of the same name back until the old one's
+            # termination is through, and then for its pod workers' back-off of 10 s.
+            name = pod["metadata"]["name"]
+            pod["metadata"]["name"] = name[:-len(AGAIN)] if name.endswith(AGAIN) else name + AGAIN
             # Written beside the folder and moved in: the kubelet reads every file in it, half-written ones too.
             self._exec(cluster, "sh", "-c", f"cat > {parked} && mv {parked} {manifest}", input=yaml.safe_dump(pod))
         self._wait_for(cluster, lambda: self.pids(cluster).get(component) not in (None, pid),
