@@ -262,7 +262,8 @@ def cmd_hub(args: argparse.Namespace) -> int:
         if args.learners is None:
             raise UsageError("How many learners?", "krmcourse hub start --learners N")
         hub.start(args.learners, prefix=args.prefix, homes=args.homes, port=args.port,
-                  learner_prefix=args.learner_prefix, admin=args.admin, python=args.python, say=_say)
+                  learner_prefix=args.learner_prefix, admin=args.admin, python=args.python,
+                  max_labs=args.max_labs, say=_say)
     elif args.action == "stop":
         for line in hub.stop(remove_accounts=args.remove_accounts, say=_say):
             print(f"had to kill: {line}")
@@ -379,6 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix", type=Path,
                    help="the shared course environment (default: $KRMCOURSE_HUB_PREFIX, else /opt/krmcourse)")
     p.add_argument("--homes", type=Path, help="where the learners' homes go (default: /home)")
+    p.add_argument("--max-labs", type=int, default=3,
+                   help="how many lab clusters each learner may keep up at once (default 3)")
     p.add_argument("--python", default="/usr/bin/python3", help="the Python the shared venv is made with")
     p.add_argument("--remove-accounts", action="store_true", help="stop: remove the room's accounts and homes too")
     p.set_defaults(fn=cmd_hub)

@@ -42,6 +42,7 @@ import psutil
 from . import toolchain
 from .errors import KrmcourseError, PortInUseError, UsageError
 from .jupyter import require_free_port
+from .lab import MAX_LABS_ENV
 from .paths import cache_dir, private_file, state_dir
 from .processes import ManagedProcess, live_processes, stop_recorded
 from .providers.kwok import free_ports
@@ -105,6 +106,7 @@ class Room:
     learner_prefix: str
     admin: str
     learners: list[str] = field(default_factory=list)
+    max_labs: int = 3
     port: int = 0
     hub_port: int = 0
     api_port: int = 0
@@ -382,15 +384,22 @@ def remove_account(name: str, room: Room) -> None:
     _write_passwords(passwords)
 
 
-def _learner_env(name: str, room: Room) -> dict[str, str]:
+def learner_env(name: str, room: Room) -> dict[str, str]:
     home = pwd.getpwnam(name).pw_dir
-    return {"HOME": home, "USER": name, "LOGNAME": name, "PATH": f"{room.venv / 'bin'}:/usr/bin:/bin",
+    return {"HOME": home, "USER": name, "LOGNAME": name, "PATH": _learner_path(room),
             "LANG": "C.UTF-8", **_course_env(room)}
 
 
+def _learner_path(room: Room) -> str:
+    """A learner's PATH: the shared venv first (krmcourse, jupyter, kubectl), then the system's."""
+    return f"{room.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"
+
+
 def _course_env(room: Room) -> dict[str, str]:
-    """Where a learner's krmcourse finds the shared toolchain and the shared locks."""
-    return {"KRMCOURSE_CACHE": str(Path(room.prefix) / "cache"), "KRMCOURSE_LOCKS": str(Path(room.prefix) / "locks")}
+    """Where a learner's krmcourse finds the shared toolchain and the shared locks, and how many lab
+    clusters each learner may keep up at once."""
+    return {"KRMCOURSE_CACHE": str(Path(room.prefix) / "cache"), "KRMCOURSE_LOCKS": str(Path(room.prefix) / "locks"),
+            MAX_LABS_ENV: str(room.max_labs)}
 
 
 def stop_labs(name: str, room: Room) -> str:
@@ -398,7 +407,7 @@ def stop_labs(name: str, room: Room) -> str:
     if not account_exists(name) or not (room.venv / "bin" / "krmcourse").exists():
         return ""
     done = subprocess.run(["runuser", "-u", name, "--", "env", "-i",
-                           *(f"{k}={v}" for k, v in _learner_env(name, room).items()),
+                           *(f"{k}={v}" for k, v in learner_env(name, room).items()),
                            str(room.venv / "bin" / "krmcourse"), "down", "--all"],
                           capture_output=True, text=True, cwd="/")
     return done.stdout + done.stderr
@@ -467,8 +476,8 @@ def configure(c: Any, folder: Path) -> None:
     c.Spawner.http_timeout = 180
     # The provider and whether notebooks apply their solutions come from the instructor's environment;
     # KRMCOURSE_HOME does not: each learner's state is under their own home.
-    c.Spawner.env_keep = ["PATH", "LANG", "LC_ALL", "KRMCOURSE_PROVIDER", "KRMCOURSE_SOLUTIONS"]
-    c.Spawner.environment = _course_env(room)
+    c.Spawner.env_keep = ["LANG", "LC_ALL", "KRMCOURSE_PROVIDER", "KRMCOURSE_SOLUTIONS"]
+    c.Spawner.environment = {"PATH": _learner_path(room), **_course_env(room)}
     c.Spawner.post_stop_hook = _stop_labs_hook(room)
 
 
@@ -501,9 +510,12 @@ def running_hub() -> int | None:
 
 def start(learners: int, prefix: Path | None = None, homes: Path | None = None, port: int | None = None,
           learner_prefix: str = "learner", admin: str | None = None, python: str = DEFAULT_PYTHON,
-          say: Say = print) -> Room:
+          max_labs: int = 3, say: Say = print) -> Room:
     """Set up the room (accounts, shared environment) and start the hub; return the room's record."""
     require_root()
+    if max_labs < 1:
+        raise UsageError(f"--max-labs {max_labs}: a learner needs at least one lab cluster.",
+                         "Use --max-labs 1 or more.")
     if learners < 1:
         raise UsageError(f"--learners {learners}: a room needs at least one learner.", "Use --learners N, N >= 1.")
     check_name(learner_prefix + "00")
@@ -522,6 +534,7 @@ def start(learners: int, prefix: Path | None = None, homes: Path | None = None, 
     room = Room.load() or Room(prefix=str(prefix or default_prefix()), homes=str(homes or "/home"),
                                learner_prefix=learner_prefix, admin=admin or f"{learner_prefix}admin")
     room.prefix = str(prefix or room.prefix)
+    room.max_labs = max_labs
     ports = free_ports(3)
     room.port, room.hub_port, room.api_port = port or ports[0], ports[1], ports[2]
     folder.mkdir(parents=True, exist_ok=True)
@@ -537,7 +550,9 @@ def start(learners: int, prefix: Path | None = None, homes: Path | None = None, 
         if not (folder / file).exists():
             private_file(folder / file, secrets.token_hex(32))
     (folder / "jupyterhub_config.py").write_text(CONFIG.format(folder=str(folder)))
-    env = {"PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(Path.home()), "LANG": "C.UTF-8",
+    # The hub's own PATH has the system's programs too: runuser (the post-stop hook), useradd.
+    env = {"PATH": f"{venv / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "HOME": str(Path.home()), "LANG": "C.UTF-8",
            **{k: v for k, v in os.environ.items() if k in ("KRMCOURSE_PROVIDER", "KRMCOURSE_SOLUTIONS")}}
     hub = ManagedProcess(HUB, [str(venv / "bin" / HUB), "-f", str(folder / "jupyterhub_config.py")], env, folder,
                          cwd=folder).start()
@@ -555,7 +570,7 @@ def start(learners: int, prefix: Path | None = None, homes: Path | None = None, 
     return room
 
 
-def _api(room: Room, method: str, path: str) -> tuple[int, Any]:
+def api(room: Room, method: str, path: str) -> tuple[int, Any]:
     """Ask the hub's REST API, as the room's service."""
     token = (hub_dir() / "api_token").read_text().strip()
     request = urllib.request.Request(f"{room.url}hub/api/{path}", method=method,
@@ -588,7 +603,7 @@ def add_learner(name: str, say: Say = print) -> None:
     room.learners.append(name)
     room.save()
     if running_hub() is not None:
-        status, body = _api(room, "POST", f"users/{name}")
+        status, body = api(room, "POST", f"users/{name}")
         if status not in (201, 409):
             raise HubError(f"The hub refused to add {name} ({status}: {body}).",
                            "The account exists; 'krmcourse hub stop' then 'start' makes the hub read the room again.")
@@ -601,8 +616,8 @@ def remove_learner(name: str, say: Say = print) -> None:
     if name not in room.learners:
         raise UsageError(f"{name} is not one of this room's learners.", "'krmcourse hub status' lists them.")
     if running_hub() is not None:
-        _api(room, "DELETE", f"users/{name}/server")
-        _api(room, "DELETE", f"users/{name}")
+        api(room, "DELETE", f"users/{name}/server")
+        api(room, "DELETE", f"users/{name}")
     remove_account(name, room)
     room.learners.remove(name)
     room.save()
@@ -667,7 +682,7 @@ def status(say: Say = print) -> bool:
         f"{room.prefix}; passwords in {passwords_file()}")
     servers: dict[str, str] = {}
     if pid is not None:
-        code, users = _api(room, "GET", "users")
+        code, users = api(room, "GET", "users")
         if code == 200 and isinstance(users, list):
             servers = {u["name"]: ("running" if u.get("server") else "stopped") for u in users}
     for name in room.learners:
