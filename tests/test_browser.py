@@ -61,17 +61,6 @@ def home_left_clean() -> Iterator[None]:
     assert not left, f"the browser tests wrote into the home folder: {left}; isolate them (see isolated_env)"
 
 
-@pytest.fixture(scope="module")
-def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    playwright = pages.start_playwright()
-    try:
-        browser = pages.launch(playwright, tmp_path_factory.mktemp("chromium"))
-        yield browser
-        browser.close()
-    finally:
-        playwright.stop()
-
-
 def _local(url: str) -> bool:
     parsed = urlparse(url)
     return parsed.scheme in ("data", "blob", "about") or parsed.hostname == "127.0.0.1"
