@@ -15,6 +15,7 @@ import pwd
 import re
 import secrets
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -210,6 +211,30 @@ def hub_and_proxy(room: MadeRoom) -> list[int]:
     return [hub_pid, *(p.pid for p in proxy if "configurable-http-proxy" in " ".join(p.cmdline()))]
 
 
+# ----------------------------------------------------------------- before anything starts
+def test_a_port_in_use_is_refused_before_anything_is_made() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: hub start refuses anyone else before it looks at the port")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = krmcourse("hub", "start", "--learners", "1", "--learner-prefix", f"kp{secrets.token_hex(2)}l",
+                         "--prefix", "/nonexistent/krmcourse-hub", "--port", str(port))
+    assert done.returncode == 4, f"exit {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    assert f"Port {port} on 127.0.0.1 is taken" in done.stderr and "--port" in done.stderr, done.stderr
+    assert hub.Room.load() is None and not Path("/nonexistent/krmcourse-hub").exists(), "it made something"
+
+
+#: What an API server answers a client with no credentials (a status code), run as another learner.
+ASK_ANONYMOUSLY = """import ssl, sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], context=ssl._create_unverified_context(), timeout=30).status)
+except urllib.error.HTTPError as error:
+    print(error.code)
+"""
+
+
 # ----------------------------------------------------------------- the room as set up
 def test_hub_and_proxy_listen_on_loopback_only_and_the_rooms_secrets_are_private(room: MadeRoom) -> None:
     pids = hub_and_proxy(room)
@@ -256,6 +281,12 @@ def test_a_learner_cannot_read_another_learners_kubeconfig(room: MadeRoom) -> No
             f"{a} read {b}'s kubeconfig (exit {other.returncode}): {other.stdout[:200]}"
         opened = as_user(a, "/usr/bin/python3", "-c", f"open({str(kubeconfig)!r}).read()")
         assert "PermissionError" in opened.stderr, f"{a} opened {b}'s kubeconfig from Python: {opened.stderr}"
+        # Without B's credentials, A reaches B's API server (on 127.0.0.1, as every port is) but may do nothing.
+        server = re.search(r"server: (https://127\.0\.0\.1:\d+)", own.stdout)
+        assert server, own.stdout
+        secrets_url = f"{server.group(1)}/api/v1/namespaces/default/secrets"
+        asked = as_user(a, "/usr/bin/python3", "-c", ASK_ANONYMOUSLY, secrets_url)
+        assert asked.stdout.strip() in ("401", "403"), f"{a} asked {b}'s API server without credentials: {asked}"
     finally:
         down = learner_krmcourse(room, b, "down", "welcome")
         assert down.returncode == 0, down.stderr
