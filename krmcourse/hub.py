@@ -45,7 +45,7 @@ from .jupyter import require_free_port
 from .lab import MAX_LABS_ENV
 from .paths import cache_dir, private_file, state_dir
 from .processes import ManagedProcess, live_processes, stop_recorded
-from .providers.kwok import free_ports
+from .providers.kwok import PORTS_LOCK, free_ports
 
 Say = Callable[[str], None]
 
@@ -283,7 +283,7 @@ def _copy_toolchain(target: Path) -> None:
 
 
 #: The lock files every learner's clusters share (see :func:`krmcourse.paths.locks_dir`).
-SHARED_LOCKS = ("krmcourse-ports.lock",)
+SHARED_LOCKS = (PORTS_LOCK,)
 
 
 def _shared_locks(folder: Path) -> None:

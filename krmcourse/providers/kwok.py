@@ -70,9 +70,13 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+#: The lock file held while a cluster picks its ports, in :func:`krmcourse.paths.locks_dir`.
+PORTS_LOCK = "krmcourse-ports.lock"
+
+
 def _port_lock() -> AbstractContextManager[None]:
     """Held while a cluster picks its ports and its components bind them (machine-wide)."""
-    return file_lock(locks_dir() / "krmcourse-ports.lock")
+    return file_lock(locks_dir() / PORTS_LOCK)
 
 
 class KwokProvider(Provider):
