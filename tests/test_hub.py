@@ -308,6 +308,28 @@ def test_a_learner_meets_the_rooms_limit_on_lab_clusters_with_a_clear_message(ro
         assert down.returncode == 0, down.stderr
 
 
+def test_an_instructor_adds_and_removes_a_learner_while_the_hub_runs(room: MadeRoom) -> None:
+    name = f"{room.record.learner_prefix}{LEARNERS + 1:02d}"
+    home = Path(room.record.homes) / name
+    added = krmcourse("hub", "add-learner", name)
+    try:
+        assert added.returncode == 0, f"add-learner failed:\n{added.stdout}\n{added.stderr}"
+        assert hub.account_exists(name) and name in room.record.learners
+        password = dict(line.split(" ", 1) for line in hub.passwords_file().read_text().splitlines()).get(name)
+        assert password and password not in added.stdout, "no password kept for the new learner, or one printed"
+        assert hub.api(room.record, "GET", f"users/{name}")[0] == 200, "the running hub does not know the learner"
+        assert Path(pwd.getpwnam(name).pw_dir) == home
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700 and (home / "notebooks" / NOTEBOOK).is_file()
+    finally:
+        removed = krmcourse("hub", "remove-learner", name)
+        left = _remove_leftover_accounts([name])
+    assert removed.returncode == 0, f"remove-learner failed:\n{removed.stdout}\n{removed.stderr}"
+    assert not left, f"remove-learner left the account {name}"
+    assert not home.exists(), f"remove-learner left {home}"
+    assert hub.api(room.record, "GET", f"users/{name}")[0] == 404, "the hub still lists the removed learner"
+    assert name not in room.record.learners and name not in hub.passwords_file().read_text()
+
+
 # ----------------------------------------------------------------- three learners, one after the other
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("index", range(LEARNERS))
@@ -318,13 +340,7 @@ def test_a_learner_logs_in_and_runs_the_welcome_notebook(room: MadeRoom, page: P
     page.wait_for_url(re.compile(f"/user/{name}/lab"), timeout=pages.ACTION_MS)
     server = LearnerServer(room, name, hub.hub_dir() / "jupyterhub.log")
     copy = Path(pwd.getpwnam(name).pw_dir) / "notebooks" / NOTEBOOK
-    hidden = nbs.hidden_inputs(copy)
-    pages.open_notebook(page, server, NOTEBOOK)
-    pages.run_all_cells(page)
-    prompts = pages.wait_until_run(page, len(hidden), RUN_MS)
-    stderr = pages.notebook_outputs(page, pages.STDERR)
-    assert not stderr, "outputs rendered as errors or stderr (red):\n" + "\n---\n".join(s[-1500:] for s in stderr)
-    assert not (problem := pages.not_run_in_order(prompts, hidden)), problem
+    pages.run_whole_notebook(page, server, NOTEBOOK, nbs.hidden_inputs(copy), RUN_MS)
     # The learner's JupyterLab and kernel run as the learner, on 127.0.0.1 only.
     theirs = processes_of(uid)
     running = commands(theirs)
