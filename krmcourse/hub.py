@@ -530,8 +530,13 @@ def start(learners: int, prefix: Path | None = None, homes: Path | None = None, 
         except PortInUseError as error:
             raise PortInUseError(error.message, "Choose another port with --port, or leave --port out and the hub "
                                                 "picks a free one (it prints its address).") from error
+    previous = Room.load()
+    if previous is not None and (killed := _clean_up(previous)):
+        # Never half: the servers of a hub that died would point at its old address.
+        say(f"The room's last hub stopped without cleaning up (killed, or the machine restarted); stopped what it "
+            f"left running: {'; '.join(killed)}")
     venv = shared_environment(prefix or default_prefix(), say, python)
-    room = Room.load() or Room(prefix=str(prefix or default_prefix()), homes=str(homes or "/home"),
+    room = previous or Room(prefix=str(prefix or default_prefix()), homes=str(homes or "/home"),
                                learner_prefix=learner_prefix, admin=admin or f"{learner_prefix}admin")
     room.prefix = str(prefix or room.prefix)
     room.max_labs = max_labs
@@ -635,16 +640,7 @@ def stop(remove_accounts: bool = False, say: Say = print) -> list[str]:
     folder = hub_dir()
     if stop_recorded(folder, HUB, timeout=60):
         say("Stopped JupyterHub (and, with it, its proxy and the learners' servers).")
-    killed = []
-    proxy = _recorded_pid(folder / "proxy.pid")
-    if proxy is not None:
-        killed.append(f"the proxy (pid {proxy})")
-        _signal(psutil.Process(proxy), "kill")
-    for name in room.accounts:
-        stop_labs(name, room)
-        left = processes_of(name)
-        killed += [f"{name}: {' '.join(p.cmdline())[:100]}" for p in left if _alive(p)]
-        kill_processes_of(name)
+    killed = _clean_up(room)
     if remove_accounts:
         for name in list(room.accounts):
             remove_account(name, room)
@@ -652,6 +648,30 @@ def stop(remove_accounts: bool = False, say: Say = print) -> list[str]:
         passwords_file().unlink(missing_ok=True)
         say(f"Removed the room's accounts: {', '.join(room.accounts)}.")
     return killed
+
+
+def _clean_up(room: Room) -> list[str]:
+    """Stop what is left of the room once its hub has gone: the proxy, and every account's lab clusters
+    (cleanly, as the learner) and other processes. Returns what was running and had to be killed."""
+    killed = []
+    proxy = _recorded_pid(hub_dir() / "proxy.pid")
+    if proxy is not None:
+        killed.append(f"the proxy (pid {proxy})")
+        _signal(psutil.Process(proxy), "kill")
+    for name in room.accounts:
+        if not processes_of(name):
+            continue  # nothing of theirs runs (their clusters' processes would be theirs)
+        stop_labs(name, room)
+        killed += [f"{name}: {_command(p)}" for p in processes_of(name) if _alive(p)]
+        kill_processes_of(name)
+    return killed
+
+
+def _command(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())[:100]
+    except psutil.Error:
+        return f"pid {proc.pid} (exited)"
 
 
 def _alive(proc: psutil.Process) -> bool:

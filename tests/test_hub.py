@@ -61,6 +61,8 @@ class MadeRoom:
     #: Every port something of the room listened on, for the check after stop.
     ports: set[int] = field(default_factory=set)
     output: str = ""
+    #: The instructor's ``hub start`` arguments.
+    start: list[str] = field(default_factory=list)
 
     @property
     def record(self) -> hub.Room:
@@ -136,14 +138,15 @@ def room() -> Iterator[MadeRoom]:
     base = Path(tempfile.mkdtemp(prefix="krmcourse-hub-test-", dir="/tmp"))
     os.chmod(base, 0o755)
     try:
-        done = krmcourse("hub", "start", "--learners", str(LEARNERS), "--learner-prefix", prefix, "--admin", admin,
-                         "--max-labs", str(MAX_LABS), "--prefix", str(base / "opt"), "--homes", str(base / "homes"))
+        start = ["hub", "start", "--learners", str(LEARNERS), "--learner-prefix", prefix, "--admin", admin,
+                 "--max-labs", str(MAX_LABS), "--prefix", str(base / "opt"), "--homes", str(base / "homes")]
+        done = krmcourse(*start)
         assert done.returncode == 0, f"hub start failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
         found = ADDRESS.search(done.stdout)
         assert found, f"hub start printed no address:\n{done.stdout}"
         passwords = dict(line.split(" ", 1) for line in hub.passwords_file().read_text().splitlines())
         uids = {n: pwd.getpwnam(n).pw_uid for n in [*learners, admin]}
-        made = MadeRoom(found.group(1), base, learners, admin, passwords, uids, output=done.stdout)
+        made = MadeRoom(found.group(1), base, learners, admin, passwords, uids, output=done.stdout, start=start)
         record = made.record
         made.ports |= {record.port, record.hub_port, record.api_port}
         yield made
@@ -371,6 +374,33 @@ def test_when_a_learners_server_stops_their_lab_clusters_stop_too(room: MadeRoom
     except TimeoutError:
         pytest.fail(f"{name}'s server stopped, and their processes still run: {commands(processes_of(uid))}; the "
                     f"hub's log ends:\n{(hub.hub_dir() / 'jupyterhub.log').read_text()[-3000:]}", pytrace=False)
+
+
+# ----------------------------------------------------------------- a hub that dies, started again
+def test_a_hub_started_again_after_it_was_killed_cleans_up_what_the_dead_one_left(room: MadeRoom) -> None:
+    name = room.learners[0]  # their server stopped in the test before: start it again, through the hub's API
+    status, body = hub.api(room.record, "POST", f"users/{name}/server")
+    assert status in (201, 202), f"the hub did not start {name}'s server: {status} {body}"
+    Lab.wait_until(lambda: any("singleuser" in c for c in commands(processes_of(room.uids[name]))), 180,
+                   interval=0.5, message=f"{name}'s server did not start")
+    old = [psutil.Process(pid) for pid in hub_and_proxy(room)]
+    servers = [p for uid in room.uids.values() for p in processes_of(uid) if "singleuser" in "".join(commands([p]))]
+    old[0].kill()  # the hub only (SIGKILL): its proxy and the learners' servers run on
+    Lab.wait_until(lambda: hub.running_hub() is None, 30, message="the killed hub still runs")
+    again = krmcourse(*room.start)
+    assert again.returncode == 0, f"hub start after a crash failed:\n{again.stdout}\n{again.stderr}"
+    assert "stopped what it left running" in again.stdout, again.stdout
+    left = [p.pid for p in [*servers, *old[1:]] if _running(p)]
+    assert not left, f"processes of the dead hub still run: {left}"
+    room.ports |= {port for _, port in listening(hub_and_proxy(room))}
+    room.ports |= {room.record.port, room.record.hub_port, room.record.api_port}
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 # ----------------------------------------------------------------- stop
