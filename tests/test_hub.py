@@ -359,13 +359,22 @@ def test_a_learner_logs_in_and_runs_the_welcome_notebook(room: MadeRoom, page: P
 
 
 # ----------------------------------------------------------------- a server stops: its learner's labs go
+def start_server(room: MadeRoom, name: str) -> None:
+    """Start a learner's server through the hub's API, unless it runs, and wait until its process runs."""
+    if not any("singleuser" in c for c in commands(processes_of(room.uids[name]))):
+        status, body = hub.api(room.record, "POST", f"users/{name}/server")
+        assert status in (201, 202), f"the hub did not start {name}'s server: {status} {body}"
+    Lab.wait_until(lambda: any("singleuser" in c for c in commands(processes_of(room.uids[name]))), 180,
+                   interval=0.5, message=f"{name}'s server did not start")
+
+
 def test_when_a_learners_server_stops_their_lab_clusters_stop_too(room: MadeRoom) -> None:
     name = room.learners[0]
     uid = room.uids[name]
+    start_server(room, name)
     up = learner_krmcourse(room, name, "up", "welcome")
     assert up.returncode == 0, up.stderr
     running = commands(processes_of(uid))
-    assert any("jupyterhub-singleuser" in c for c in running), f"{name}'s server is not running: {running}"
     assert any("kube-apiserver" in c for c in running), f"{name}'s lab cluster is not running: {running}"
     status, body = hub.api(room.record, "DELETE", f"users/{name}/server")
     assert status in (202, 204), f"the hub did not stop {name}'s server: {status} {body}"
@@ -378,11 +387,7 @@ def test_when_a_learners_server_stops_their_lab_clusters_stop_too(room: MadeRoom
 
 # ----------------------------------------------------------------- a hub that dies, started again
 def test_a_hub_started_again_after_it_was_killed_cleans_up_what_the_dead_one_left(room: MadeRoom) -> None:
-    name = room.learners[0]  # their server stopped in the test before: start it again, through the hub's API
-    status, body = hub.api(room.record, "POST", f"users/{name}/server")
-    assert status in (201, 202), f"the hub did not start {name}'s server: {status} {body}"
-    Lab.wait_until(lambda: any("singleuser" in c for c in commands(processes_of(room.uids[name]))), 180,
-                   interval=0.5, message=f"{name}'s server did not start")
+    start_server(room, room.learners[0])  # its server stopped in the test before
     old = [psutil.Process(pid) for pid in hub_and_proxy(room)]
     servers = [p for uid in room.uids.values() for p in processes_of(uid) if "singleuser" in "".join(commands([p]))]
     old[0].kill()  # the hub only (SIGKILL): its proxy and the learners' servers run on
