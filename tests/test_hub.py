@@ -253,6 +253,10 @@ def test_hub_and_proxy_listen_on_loopback_only_and_the_rooms_secrets_are_private
         assert stat.S_IMODE(home.stat().st_mode) == 0o700, f"{home} is readable by others"
         assert (home / "notebooks" / NOTEBOOK).stat().st_uid == room.uids[name], f"{name} does not own the notebooks"
     assert str(hub.passwords_file()) in room.output, "hub start did not say where the passwords are"
+    status = krmcourse("hub", "status")
+    assert status.returncode == 0 and f"running (pid {hub.running_hub()}) at {room.url}" in status.stdout, status
+    assert all(re.search(rf"^{n}\s+server stopped\s+lab clusters 0$", status.stdout, re.M) for n in room.learners), \
+        status.stdout
     assert not any(p in room.output for p in room.passwords.values()), "hub start printed a password"
 
 
