@@ -3,7 +3,8 @@
 Exit codes: 0 success; 1 an exercise check failed (or sync-notebooks --check found a notebook to
 rewrite); 2 bad input (unknown lab, exercise, option); 3 toolchain (Go missing or too old, build
 failed); 4 provider (none usable, Docker absent, port in use); 5 cluster (failed to start, unhealthy,
-broken state); 6 kubectl failed; 7 a wait ran out of time; 130 interrupted.
+broken state); 6 kubectl failed; 7 a wait ran out of time; 8 the workshop hub (krmcourse hub) could not
+be set up, started or stopped; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from . import catalog, doctor, paths, toolchain, workshop
 from .errors import KrmcourseError, UsageError
@@ -251,6 +253,29 @@ def cmd_start(args: argparse.Namespace) -> int:
     return jupyter.run_lab(jupyter.lab_command(notebooks, port=args.port, open_browser=not args.no_browser))
 
 
+def cmd_hub(args: argparse.Namespace) -> int:
+    from . import hub
+
+    if args.action == "prepare":
+        hub.prepare(_say, python=args.python)
+    elif args.action == "start":
+        if args.learners is None:
+            raise UsageError("How many learners?", "krmcourse hub start --learners N")
+        hub.start(args.learners, prefix=args.prefix, homes=args.homes, port=args.port,
+                  learner_prefix=args.learner_prefix, admin=args.admin, python=args.python,
+                  max_labs=args.max_labs, say=_say)
+    elif args.action == "stop":
+        for line in hub.stop(remove_accounts=args.remove_accounts, say=_say):
+            print(f"had to kill: {line}")
+    elif args.action == "status":
+        return 0 if hub.status(_say) else 1
+    else:
+        if not args.name:
+            raise UsageError(f"Name the learner: krmcourse hub {args.action} NAME.", "krmcourse hub status lists them")
+        (hub.add_learner if args.action == "add-learner" else hub.remove_learner)(args.name, _say)
+    return 0
+
+
 def port_number(text: str) -> int:
     """A TCP port from the command line: 0 (any free port) to 65535."""
     try:
@@ -343,6 +368,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=port_number,
                    help="JupyterLab's port on 127.0.0.1 (default: 8888 or the next free one; 0: any free port)")
     p.set_defaults(fn=cmd_start)
+    p = sub.add_parser("hub", help="a JupyterHub for a workshop room on this machine (as root): learner "
+                                   "accounts, a shared course, PAM logins, on 127.0.0.1")
+    p.add_argument("action", choices=["start", "stop", "status", "add-learner", "remove-learner", "prepare"],
+                   help="prepare fetches what start needs from PyPI and npm (./course install does it)")
+    p.add_argument("name", nargs="?", help="the learner to add or remove")
+    p.add_argument("--learners", type=int, help="how many learner accounts to make (start)")
+    p.add_argument("--learner-prefix", default="learner", help="learner accounts are PREFIX01, PREFIX02, ...")
+    p.add_argument("--admin", help="the hub admin's account (default: PREFIXadmin)")
+    p.add_argument("--port", type=port_number, help="the hub's port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--prefix", type=Path,
+                   help="the shared course environment (default: $KRMCOURSE_HUB_PREFIX, else /opt/krmcourse)")
+    p.add_argument("--homes", type=Path, help="where the learners' homes go (default: /home)")
+    p.add_argument("--max-labs", type=int, default=3,
+                   help="how many lab clusters each learner may keep up at once (default 3)")
+    p.add_argument("--python", default="/usr/bin/python3", help="the Python the shared venv is made with")
+    p.add_argument("--remove-accounts", action="store_true", help="stop: remove the room's accounts and homes too")
+    p.set_defaults(fn=cmd_hub)
     return parser
 
 

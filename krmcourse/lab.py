@@ -196,6 +196,7 @@ class Lab:
             self._teardown()
         else:
             kill_recorded(self.home / "processes")  # controllers of a cluster deleted behind our back
+        require_lab_allowance(self.cluster)
         require_disk_space()
         started = time.monotonic()
         for attempt in (1, 2):
@@ -802,6 +803,27 @@ def lock_path(cluster: str) -> Path:
 #: Below this much free space where cluster state lives, ``up`` refuses to start: etcd and the component
 #: logs of a lab need a few tens of MiB, and a disk that fills mid-start leaves only a puzzling failure.
 MIN_FREE_MIB = 200
+
+
+#: How many lab clusters one user may keep up at once; unset means no limit. A workshop hub sets it for
+#: its learners (``krmcourse hub start --max-labs``), so that one learner cannot take the room's memory.
+MAX_LABS_ENV = "KRMCOURSE_MAX_LABS"
+
+
+def require_lab_allowance(cluster: str) -> None:
+    """Raise UsageError, saying what to do, when a new cluster would pass ``KRMCOURSE_MAX_LABS``."""
+    text = os.environ.get(MAX_LABS_ENV)
+    if not text:
+        return
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"{MAX_LABS_ENV}={text!r} is not a number of lab clusters.",
+                         f"Set {MAX_LABS_ENV} to 1 or more, or unset it for no limit.")
+    up = sorted({c for p in providers.owning_providers() for c in p.clusters() if c != cluster})
+    if len(up) >= int(text):
+        raise UsageError(f"You have {len(up)} lab clusters up ({', '.join(up)}), the most allowed here "
+                         f"({MAX_LABS_ENV}={text}); {cluster} was not started.",
+                         "Take one down first: 'krmcourse down LAB' in a terminal, or lab.down() in its notebook "
+                         "('krmcourse status' lists them), then start this one again.")
 
 
 def require_disk_space(cause: BaseException | None = None) -> None:

@@ -3,13 +3,18 @@
 - the toolchain cache (binaries keyed by version): ``$KRMCOURSE_CACHE`` or ``~/.cache/krmcourse``;
 - cluster state (one folder per lab cluster): ``$KRMCOURSE_HOME`` or ``~/.local/state/krmcourse``;
 - the labs: ``$KRMCOURSE_LABS`` or the ``labs/`` folder beside the package;
-- the notebooks: ``$KRMCOURSE_NOTEBOOKS`` or the ``notebooks/`` folder beside the package.
+- the notebooks: ``$KRMCOURSE_NOTEBOOKS`` or the ``notebooks/`` folder beside the package;
+- locks shared by everyone on the machine (the ports a cluster picks): ``$KRMCOURSE_LOCKS`` or the
+  system's temporary folder. A workshop hub points its learners at a folder of its own, where the lock
+  files already exist and anyone may lock them: in ``/tmp`` (sticky, and with ``fs.protected_regular``)
+  one user cannot open a file another made.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +44,12 @@ def notebooks_dir() -> Path:
     if env := os.environ.get("KRMCOURSE_NOTEBOOKS"):
         return Path(env).expanduser().resolve()
     return Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def locks_dir() -> Path:
+    if env := os.environ.get("KRMCOURSE_LOCKS"):
+        return Path(env).expanduser().resolve()
+    return Path(tempfile.gettempdir())
 
 
 def private_file(path: Path, text: str) -> Path:

@@ -13,8 +13,12 @@ import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 # Each test process (and each pytest-xdist worker) gets its own state folder, so clusters of the same
 # lab started by a notebook and by a test in parallel never meet. Set KRMCOURSE_HOME to opt out.
@@ -113,6 +117,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
             shown.add(proc.log_path)
             state = "running" if proc.alive else "exited"
             report.sections.append((f"log of {proc.name}, {state} (last 4000 characters)", proc.logs()[-4000:]))
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """Debian's Chromium, through Playwright, for the tests of one file (tests/browser/pages.py)."""
+    from browser import pages
+
+    playwright = pages.start_playwright()
+    try:
+        browser = pages.launch(playwright, tmp_path_factory.mktemp("chromium"))
+        yield browser
+        browser.close()
+    finally:
+        playwright.stop()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

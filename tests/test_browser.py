@@ -61,17 +61,6 @@ def home_left_clean() -> Iterator[None]:
     assert not left, f"the browser tests wrote into the home folder: {left}; isolate them (see isolated_env)"
 
 
-@pytest.fixture(scope="module")
-def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    playwright = pages.start_playwright()
-    try:
-        browser = pages.launch(playwright, tmp_path_factory.mktemp("chromium"))
-        yield browser
-        browser.close()
-    finally:
-        playwright.stop()
-
-
 def _local(url: str) -> bool:
     parsed = urlparse(url)
     return parsed.scheme in ("data", "blob", "about") or parsed.hostname == "127.0.0.1"
@@ -202,12 +191,7 @@ def test_course_notebook_runs_through_run_all_cells_without_error_or_stderr(
     assert not hidden[-1], f"{name}: the last code cell must be visible, or the end of a run cannot be seen"
     page = open_page()
     try:
-        pages.open_notebook(page, lab_server, name)
-        pages.run_all_cells(page)
-        prompts = pages.wait_until_run(page, len(hidden), RUN_MS)
-        stderr = pages.notebook_outputs(page, pages.STDERR)
-        assert not stderr, "outputs rendered as errors or stderr (red):\n" + "\n---\n".join(s[-1500:] for s in stderr)
-        assert not (problem := pages.not_run_in_order(prompts, hidden)), problem
+        pages.run_whole_notebook(page, lab_server, name, hidden, RUN_MS)
         assert not pages.news_notices(page)
         if name == "03-controllers.ipynb":
             assert_controllers_widgets_drawn(page)

@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -26,7 +25,7 @@ import yaml
 from .. import pins, toolchain
 from ..errors import ClusterError, ToolchainError
 from ..kubectl import kubectl_binary
-from ..paths import file_lock, state_dir
+from ..paths import file_lock, locks_dir, state_dir
 from .base import ETCD_ARGS, ClusterOptions, Provider, Say, check_port_free, flags_of
 
 #: Go's garbage-collector target for the components, and the API server's (which holds most of a
@@ -73,9 +72,13 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+#: The lock file held while a cluster picks its ports, in :func:`krmcourse.paths.locks_dir`.
+PORTS_LOCK = "krmcourse-ports.lock"
+
+
 def _port_lock() -> AbstractContextManager[None]:
     """Held while a cluster picks its ports and its components bind them (machine-wide)."""
-    return file_lock(Path(tempfile.gettempdir()) / "krmcourse-ports.lock")
+    return file_lock(locks_dir() / PORTS_LOCK)
 
 
 class KwokProvider(Provider):

@@ -241,6 +241,18 @@ _DONE_JS = f"""
 """
 
 
+def run_whole_notebook(page: Page, server: Server, name: str, hidden: Sequence[bool], timeout_ms: int) -> None:
+    """Open a notebook, Run All Cells, and wait for the end; fail if any output is an error or stderr, or
+    if the cells did not all run once, in order. ``hidden`` says which code cells hide their input
+    (:func:`browser.notebooks.hidden_inputs`)."""
+    open_notebook(page, server, name)
+    run_all_cells(page)
+    prompts = wait_until_run(page, len(hidden), timeout_ms)
+    stderr = notebook_outputs(page, STDERR)
+    assert not stderr, "outputs rendered as errors or stderr (red):\n" + "\n---\n".join(s[-1500:] for s in stderr)
+    assert not (problem := not_run_in_order(prompts, hidden)), problem
+
+
 def state(page: Page) -> dict[str, Any]:
     return page.evaluate(_STATE_JS)
 

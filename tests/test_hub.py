@@ -1,0 +1,435 @@
+"""A real JupyterHub for a room (``krmcourse hub``): learner accounts, PAM logins in Chromium, each
+learner's JupyterLab and lab clusters under their own account, and nothing left after ``hub stop``.
+
+The test runs the instructor's command as root: it makes Unix accounts with names of its own
+(``kh<random>l01`` ...), their homes and the shared course environment in a folder of its own under
+/tmp, and removes all of them at the end, failed or not. Three learners log in one after the other
+and each runs ``00-welcome.ipynb`` through "Run All Cells": each brings up a lab cluster of their own.
+See tests/README.md, "The hub test".
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import secrets
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+import pytest
+from browser import notebooks as nbs
+from browser import pages
+from browser.servers import ROOT
+
+from krmcourse import Lab, hub
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+pytestmark = [pytest.mark.hub, pytest.mark.cluster]
+
+LEARNERS = 3
+#: Each learner's limit on lab clusters, low so that the test meets it with one more.
+MAX_LABS = 1
+NOTEBOOK = "00-welcome.ipynb"
+#: Running a whole notebook on a busy two-core machine: the timeout only guards against a hang.
+RUN_MS = 1_500_000
+#: What the instructor's command prints, for the learners to open.
+ADDRESS = re.compile(r"The hub is running at (http://127\.0\.0\.1:(\d+)/)")
+
+
+@dataclass
+class MadeRoom:
+    """The room the test made: its accounts and where everything is."""
+
+    url: str
+    base: Path
+    learners: list[str]
+    admin: str
+    passwords: dict[str, str]
+    uids: dict[str, int]
+    #: Every port something of the room listened on, for the check after stop.
+    ports: set[int] = field(default_factory=set)
+    output: str = ""
+    #: The instructor's ``hub start`` arguments.
+    start: list[str] = field(default_factory=list)
+
+    @property
+    def record(self) -> hub.Room:
+        room = hub.Room.load()
+        assert room is not None, f"no room.json in {hub.hub_dir()}"
+        return room
+
+
+@dataclass
+class LearnerServer:
+    """One learner's JupyterLab behind the hub, as :mod:`browser.pages` addresses a server (its pages
+    are reached with the login cookie the browser holds, not a token)."""
+
+    room: MadeRoom
+    name: str
+    log: Path
+
+    def url(self, path: str = "lab") -> str:
+        return f"{self.room.url}user/{self.name}/{path}"
+
+    def get(self, path: str, token: bool = True) -> tuple[int, Any]:
+        return 0, []  # the sessions of a failed opening: the hub's log says more
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
+
+
+def krmcourse(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """The instructor's command, as a separate process (root, in the test's own state folder)."""
+    return subprocess.run([sys.executable, "-m", "krmcourse.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def as_user(name: str, *argv: str, room: MadeRoom | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command as one of the room's accounts; with ``room``, in the environment its JupyterLab
+    gives it (the shared venv, toolchain and locks, the room's limit on lab clusters)."""
+    env = ["env", "-i", *(f"{k}={v}" for k, v in hub.learner_env(name, room.record).items())] if room else []
+    return subprocess.run(["runuser", "-u", name, "--", *env, *argv], capture_output=True, text=True, cwd="/",
+                          timeout=600)
+
+
+def learner_krmcourse(room: MadeRoom, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``krmcourse ARGS`` as a learner runs it in a terminal of their JupyterLab."""
+    return as_user(name, str(room.record.venv / "bin" / "krmcourse"), *args, room=room)
+
+
+def _remove_leftover_accounts(names: list[str]) -> list[str]:
+    """The safety net after ``hub stop --remove-accounts``: what it left of the test's accounts, removed."""
+    left = []
+    for name in names:
+        if not hub.account_exists(name):
+            continue
+        left.append(name)
+        hub.kill_processes_of(name)
+        subprocess.run(["userdel", "--remove", "--force", name], capture_output=True)
+    return left
+
+
+@pytest.fixture(scope="module")
+def room() -> Iterator[MadeRoom]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the hub makes Unix accounts and runs each learner's JupyterLab as its learner")
+    if shutil.which("npm") is None or not hub.proxy_command().exists():
+        pytest.fail(f"the hub's downloads are not in {hub.downloads_dir()}: run 'krmcourse hub prepare' (./course "
+                    "install does it, with Node.js and npm installed) while the registries are reachable",
+                    pytrace=False)
+    tag = secrets.token_hex(2)
+    prefix, admin = f"kh{tag}l", f"kh{tag}admin"
+    learners = hub.learner_names(prefix, LEARNERS)
+    taken = [n for n in [*learners, admin] if hub.account_exists(n)]
+    assert not taken, f"accounts {taken} exist already; the test only makes accounts of its own"
+    # Learners must be able to enter it: pytest's own temporary folders are root's only (mode 0700).
+    base = Path(tempfile.mkdtemp(prefix="krmcourse-hub-test-", dir="/tmp"))
+    os.chmod(base, 0o755)
+    try:
+        start = ["hub", "start", "--learners", str(LEARNERS), "--learner-prefix", prefix, "--admin", admin,
+                 "--max-labs", str(MAX_LABS), "--prefix", str(base / "opt"), "--homes", str(base / "homes")]
+        done = krmcourse(*start)
+        assert done.returncode == 0, f"hub start failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+        found = ADDRESS.search(done.stdout)
+        assert found, f"hub start printed no address:\n{done.stdout}"
+        passwords = dict(line.split(" ", 1) for line in hub.passwords_file().read_text().splitlines())
+        uids = {n: pwd.getpwnam(n).pw_uid for n in [*learners, admin]}
+        made = MadeRoom(found.group(1), base, learners, admin, passwords, uids, output=done.stdout, start=start)
+        record = made.record
+        made.ports |= {record.port, record.hub_port, record.api_port}
+        yield made
+    finally:
+        stopped = krmcourse("hub", "stop", "--remove-accounts")
+        left = _remove_leftover_accounts([*learners, admin])
+        shutil.rmtree(base, ignore_errors=True)
+        assert stopped.returncode == 0, f"hub stop failed:\n{stopped.stdout}\n{stopped.stderr}"
+        assert not left, f"hub stop --remove-accounts left the accounts {left}"
+
+
+@pytest.fixture
+def page(chromium: Browser) -> Iterator[Page]:
+    """A page in a browser context of its own (its own cookies: one learner's login). The test fails
+    if the page asked for anything but 127.0.0.1."""
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(pages.ACTION_MS)
+    outside: list[str] = []
+    context.on("request", lambda r: None if re.match(r"(data|blob|about):|http://127\.0\.0\.1[:/]", r.url)
+               else outside.append(r.url))
+    yield context.new_page()
+    context.close()
+    assert not outside, f"the page asked for addresses outside 127.0.0.1: {outside[:5]}"
+
+
+def log_in(page: Page, room: MadeRoom, name: str, password: str) -> None:
+    page.goto(f"{room.url}hub/login")
+    page.locator("#username_input").fill(name)
+    page.locator("#password_input").fill(password)
+    page.locator("#login_submit").click()
+
+
+def listening(pids: list[int]) -> set[tuple[str, int]]:
+    """Every (address, port) the processes listen on."""
+    found = set()
+    for pid in pids:
+        try:
+            connections = psutil.Process(pid).net_connections(kind="inet")
+        except psutil.Error:
+            continue
+        found |= {(c.laddr.ip, c.laddr.port) for c in connections if c.status == psutil.CONN_LISTEN}
+    return found
+
+
+def processes_of(uid: int) -> list[psutil.Process]:
+    """The running processes of one account (not zombies: they have exited, and hold no port or file)."""
+    return [p for p in psutil.process_iter(["uids", "status"]) if p.info["uids"] is not None
+            and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
+
+
+def commands(procs: list[psutil.Process]) -> list[str]:
+    found = []
+    for proc in procs:
+        try:
+            found.append(" ".join(proc.cmdline()))
+        except psutil.Error:  # it exited meanwhile
+            continue
+    return found
+
+
+def hub_and_proxy(room: MadeRoom) -> list[int]:
+    hub_pid = hub.running_hub()
+    assert hub_pid is not None, "the hub is not running"
+    proxy = psutil.Process(hub_pid).children()
+    return [hub_pid, *(p.pid for p in proxy if "configurable-http-proxy" in " ".join(p.cmdline()))]
+
+
+# ----------------------------------------------------------------- before anything starts
+def test_a_port_in_use_is_refused_before_anything_is_made() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: hub start refuses anyone else before it looks at the port")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = krmcourse("hub", "start", "--learners", "1", "--learner-prefix", f"kp{secrets.token_hex(2)}l",
+                         "--prefix", "/nonexistent/krmcourse-hub", "--port", str(port))
+    assert done.returncode == 4, f"exit {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    assert f"Port {port} on 127.0.0.1 is taken" in done.stderr and "--port" in done.stderr, done.stderr
+    assert hub.Room.load() is None and not Path("/nonexistent/krmcourse-hub").exists(), "it made something"
+
+
+#: What an API server answers a client with no credentials (a status code), run as another learner.
+ASK_ANONYMOUSLY = """import ssl, sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], context=ssl._create_unverified_context(), timeout=30).status)
+except urllib.error.HTTPError as error:
+    print(error.code)
+"""
+
+
+# ----------------------------------------------------------------- the room as set up
+def test_hub_and_proxy_listen_on_loopback_only_and_the_rooms_secrets_are_private(room: MadeRoom) -> None:
+    pids = hub_and_proxy(room)
+    assert len(pids) == 2, f"expected the hub and its proxy, found {pids}"
+    addresses = listening(pids)
+    assert addresses and {ip for ip, _ in addresses} == {"127.0.0.1"}, f"they listen on {addresses}"
+    room.ports |= {port for _, port in addresses}
+    for path in (hub.passwords_file(), hub.hub_dir() / "jupyterhub_cookie_secret", hub.hub_dir() / "proxy_token",
+                 hub.hub_dir() / "api_token"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, f"{path} is not private to root"
+    for name in room.learners:
+        home = Path(pwd.getpwnam(name).pw_dir)
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700, f"{home} is readable by others"
+        assert (home / "notebooks" / NOTEBOOK).stat().st_uid == room.uids[name], f"{name} does not own the notebooks"
+    assert str(hub.passwords_file()) in room.output, "hub start did not say where the passwords are"
+    status = krmcourse("hub", "status")
+    assert status.returncode == 0 and f"running (pid {hub.running_hub()}) at {room.url}" in status.stdout, status
+    assert all(re.search(rf"^{n}\s+server stopped\s+lab clusters 0$", status.stdout, re.M) for n in room.learners), \
+        status.stdout
+    assert not any(p in room.output for p in room.passwords.values()), "hub start printed a password"
+
+
+def test_a_wrong_password_is_refused(room: MadeRoom, page: Page) -> None:
+    name = room.learners[0]
+    log_in(page, room, name, room.passwords[name] + "x")
+    page.get_by_text("Invalid username or password").wait_for()
+    assert "/hub/login" in page.url, f"a wrong password got past the login page, to {page.url}"
+    log_in(page, room, room.learners[1], room.passwords[room.learners[0]])  # another learner's password
+    page.get_by_text("Invalid username or password").wait_for()
+    assert not any(p.info["uids"] is not None and p.info["uids"].real in room.uids.values()
+                   for p in psutil.process_iter(["uids"])), "a refused login started a server"
+
+
+def test_a_learner_cannot_read_another_learners_kubeconfig(room: MadeRoom) -> None:
+    a, b = room.learners[0], room.learners[1]
+    up = learner_krmcourse(room, b, "up", "welcome")
+    assert up.returncode == 0, f"{b} could not bring up a lab:\n{up.stdout}\n{up.stderr}"
+    found = re.search(r"export KUBECONFIG=(\S+)", up.stdout)
+    assert found, up.stdout
+    kubeconfig = Path(found.group(1))
+    assert kubeconfig.is_relative_to(pwd.getpwnam(b).pw_dir), f"{b}'s kubeconfig is outside their home: {kubeconfig}"
+    try:
+        own = as_user(b, "cat", str(kubeconfig))
+        assert own.returncode == 0 and "clusters:" in own.stdout, \
+            f"{b} cannot read their own kubeconfig: {own.stderr}"
+        other = as_user(a, "cat", str(kubeconfig))
+        assert other.returncode != 0 and "Permission denied" in other.stderr, \
+            f"{a} read {b}'s kubeconfig (exit {other.returncode}): {other.stdout[:200]}"
+        opened = as_user(a, "/usr/bin/python3", "-c", f"open({str(kubeconfig)!r}).read()")
+        assert "PermissionError" in opened.stderr, f"{a} opened {b}'s kubeconfig from Python: {opened.stderr}"
+        # Without B's credentials, A reaches B's API server (on 127.0.0.1, as every port is) but may do nothing.
+        server = re.search(r"server: (https://127\.0\.0\.1:\d+)", own.stdout)
+        assert server, own.stdout
+        secrets_url = f"{server.group(1)}/api/v1/namespaces/default/secrets"
+        asked = as_user(a, "/usr/bin/python3", "-c", ASK_ANONYMOUSLY, secrets_url)
+        assert asked.stdout.strip() in ("401", "403"), f"{a} asked {b}'s API server without credentials: {asked}"
+    finally:
+        down = learner_krmcourse(room, b, "down", "welcome")
+        assert down.returncode == 0, down.stderr
+
+
+def test_a_learner_meets_the_rooms_limit_on_lab_clusters_with_a_clear_message(room: MadeRoom) -> None:
+    name = room.learners[2]
+    first = learner_krmcourse(room, name, "up", "welcome")
+    assert first.returncode == 0, first.stderr
+    try:
+        second = learner_krmcourse(room, name, "up", "controllers")
+        assert second.returncode == 2, f"a lab past the limit of {MAX_LABS}: exit {second.returncode}\n{second.stderr}"
+        assert "the most allowed here (KRMCOURSE_MAX_LABS=1)" in second.stderr, second.stderr
+        assert "krmcourse down LAB" in second.stderr, second.stderr
+        assert not [c for c in commands(processes_of(room.uids[name])) if "krm-controllers" in c], \
+            "the refused lab started something"
+    finally:
+        down = learner_krmcourse(room, name, "down", "welcome")
+        assert down.returncode == 0, down.stderr
+
+
+def test_an_instructor_adds_and_removes_a_learner_while_the_hub_runs(room: MadeRoom) -> None:
+    name = f"{room.record.learner_prefix}{LEARNERS + 1:02d}"
+    home = Path(room.record.homes) / name
+    added = krmcourse("hub", "add-learner", name)
+    try:
+        assert added.returncode == 0, f"add-learner failed:\n{added.stdout}\n{added.stderr}"
+        assert hub.account_exists(name) and name in room.record.learners
+        password = dict(line.split(" ", 1) for line in hub.passwords_file().read_text().splitlines()).get(name)
+        assert password and password not in added.stdout, "no password kept for the new learner, or one printed"
+        assert hub.api(room.record, "GET", f"users/{name}")[0] == 200, "the running hub does not know the learner"
+        assert Path(pwd.getpwnam(name).pw_dir) == home
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700 and (home / "notebooks" / NOTEBOOK).is_file()
+    finally:
+        removed = krmcourse("hub", "remove-learner", name)
+        left = _remove_leftover_accounts([name])
+    assert removed.returncode == 0, f"remove-learner failed:\n{removed.stdout}\n{removed.stderr}"
+    assert not left, f"remove-learner left the account {name}"
+    assert not home.exists(), f"remove-learner left {home}"
+    assert hub.api(room.record, "GET", f"users/{name}")[0] == 404, "the hub still lists the removed learner"
+    assert name not in room.record.learners and name not in hub.passwords_file().read_text()
+
+
+# ----------------------------------------------------------------- three learners, one after the other
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("index", range(LEARNERS))
+def test_a_learner_logs_in_and_runs_the_welcome_notebook(room: MadeRoom, page: Page, index: int) -> None:
+    name = room.learners[index]
+    uid = room.uids[name]
+    log_in(page, room, name, room.passwords[name])
+    page.wait_for_url(re.compile(f"/user/{name}/lab"), timeout=pages.ACTION_MS)
+    server = LearnerServer(room, name, hub.hub_dir() / "jupyterhub.log")
+    copy = Path(pwd.getpwnam(name).pw_dir) / "notebooks" / NOTEBOOK
+    pages.run_whole_notebook(page, server, NOTEBOOK, nbs.hidden_inputs(copy), RUN_MS)
+    # The learner's JupyterLab and kernel run as the learner, on 127.0.0.1 only.
+    theirs = processes_of(uid)
+    running = commands(theirs)
+    assert any("jupyterhub-singleuser" in c for c in running), f"{name}'s JupyterLab is not theirs: {running}"
+    assert any("ipykernel" in c for c in running), f"{name}'s kernel does not run as {name}: {running}"
+    addresses = listening([p.pid for p in theirs])
+    assert {ip for ip, _ in addresses} == {"127.0.0.1"}, f"{name}'s processes listen on {addresses}"
+    room.ports |= {port for _, port in addresses}
+    # Another learner's server is not theirs to open: the hub sends them away.
+    other = room.learners[(index + 1) % LEARNERS]
+    answer = page.request.get(f"{room.url}user/{other}/api/contents")
+    assert answer.status in (403, 404), f"{name} asked {other}'s server for their files: {answer.status} {answer.url}"
+
+
+# ----------------------------------------------------------------- a server stops: its learner's labs go
+def start_server(room: MadeRoom, name: str) -> None:
+    """Start a learner's server through the hub's API, unless it runs, and wait until its process runs."""
+    if not any("singleuser" in c for c in commands(processes_of(room.uids[name]))):
+        status, body = hub.api(room.record, "POST", f"users/{name}/server")
+        assert status in (201, 202), f"the hub did not start {name}'s server: {status} {body}"
+    Lab.wait_until(lambda: any("singleuser" in c for c in commands(processes_of(room.uids[name]))), 180,
+                   interval=0.5, message=f"{name}'s server did not start")
+
+
+def test_when_a_learners_server_stops_their_lab_clusters_stop_too(room: MadeRoom) -> None:
+    name = room.learners[0]
+    uid = room.uids[name]
+    start_server(room, name)
+    up = learner_krmcourse(room, name, "up", "welcome")
+    assert up.returncode == 0, up.stderr
+    running = commands(processes_of(uid))
+    assert any("kube-apiserver" in c for c in running), f"{name}'s lab cluster is not running: {running}"
+    status, body = hub.api(room.record, "DELETE", f"users/{name}/server")
+    assert status in (202, 204), f"the hub did not stop {name}'s server: {status} {body}"
+    try:
+        Lab.wait_until(lambda: not processes_of(uid), 180, interval=0.5)
+    except TimeoutError:
+        pytest.fail(f"{name}'s server stopped, and their processes still run: {commands(processes_of(uid))}; the "
+                    f"hub's log ends:\n{(hub.hub_dir() / 'jupyterhub.log').read_text()[-3000:]}", pytrace=False)
+
+
+# ----------------------------------------------------------------- a hub that dies, started again
+def test_a_hub_started_again_after_it_was_killed_cleans_up_what_the_dead_one_left(room: MadeRoom) -> None:
+    start_server(room, room.learners[0])  # its server stopped in the test before
+    old = [psutil.Process(pid) for pid in hub_and_proxy(room)]
+    servers = [p for uid in room.uids.values() for p in processes_of(uid) if "singleuser" in "".join(commands([p]))]
+    old[0].kill()  # the hub only (SIGKILL): its proxy and the learners' servers run on
+    Lab.wait_until(lambda: hub.running_hub() is None, 30, message="the killed hub still runs")
+    again = krmcourse(*room.start)
+    assert again.returncode == 0, f"hub start after a crash failed:\n{again.stdout}\n{again.stderr}"
+    assert "stopped what it left running" in again.stdout, again.stdout
+    left = [p.pid for p in [*servers, *old[1:]] if _running(p)]
+    assert not left, f"processes of the dead hub still run: {left}"
+    room.ports |= {port for _, port in listening(hub_and_proxy(room))}
+    room.ports |= {room.record.port, room.record.hub_port, room.record.api_port}
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+# ----------------------------------------------------------------- stop
+def test_hub_stop_leaves_no_process_port_or_account(room: MadeRoom) -> None:
+    pids = hub_and_proxy(room)
+    for name in room.learners:  # a lab left up, to be stopped with the rest
+        up = learner_krmcourse(room, name, "up", "welcome")
+        assert up.returncode == 0, up.stderr
+    processes = {uid: processes_of(uid) for uid in room.uids.values()}
+    assert all(processes[room.uids[n]] for n in room.learners), "a learner has no process before the stop"
+    room.ports |= {port for _, port in listening([p.pid for procs in processes.values() for p in procs])}
+    homes = [Path(pwd.getpwnam(n).pw_dir) for n in room.learners]
+    done = krmcourse("hub", "stop", "--remove-accounts")
+    assert done.returncode == 0, f"hub stop failed:\n{done.stdout}\n{done.stderr}"
+    assert "had to kill" not in done.stdout, f"hub stop had to kill what the hub should have stopped:\n{done.stdout}"
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE], \
+        "the hub or its proxy still runs"
+    left = [c[:120] for uid in room.uids.values() for c in commands(processes_of(uid))]
+    assert not left, f"processes of the room's accounts still run: {left}"
+    listening_now = {c.laddr.port for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+    assert not room.ports & listening_now, f"ports of the room still listen: {sorted(room.ports & listening_now)}"
+    assert not [n for n in [*room.learners, room.admin] if hub.account_exists(n)], "accounts left"
+    assert not [h for h in homes if h.exists()], "homes left"
