@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from record import save  # benchmarks/record.py: run as a script, this folder is on sys.path
+from record import anonymous_mib, save  # benchmarks/record.py: run as a script, this folder is on sys.path
 
 from krmcourse import Lab, pins, toolchain
 from krmcourse.paths import cache_dir
@@ -59,12 +59,8 @@ def build() -> Path:
 
 
 def memory(pids: list[int]) -> dict[str, float]:
-    anon = 0
-    for pid in pids:
-        anon += next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                     if line.startswith("RssAnon:"))
     return {"rss_mib": round(sum(psutil.Process(p).memory_info().rss for p in pids) / 2**20, 1),
-            "anon_mib": round(anon / 1024, 1)}
+            "anon_mib": round(anonymous_mib(pids), 1)}
 
 
 def both_jobs_done(lab: Lab) -> bool:

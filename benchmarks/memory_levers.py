@@ -28,11 +28,10 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import psutil
-from record import save  # benchmarks/record.py: run as a script, this folder is on sys.path
+from record import anonymous_mib, save  # benchmarks/record.py: run as a script, this folder is on sys.path
 
 from krmcourse import Lab, toolchain
 from krmcourse.errors import KrmcourseError
@@ -104,16 +103,6 @@ def with_lever(lever: dict[str, list[tuple[str, str, str]]]) -> Callable[..., li
     return config_document
 
 
-def anonymous(procs: dict[str, psutil.Process]) -> float:
-    """MiB of the processes' RSS that is anonymous memory (RssAnon): their own, not code from a file,
-    which every cluster started from the same binaries shares."""
-    kib = 0
-    for proc in procs.values():
-        status = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
-        kib += next(int(line.split()[1]) for line in status if line.startswith("RssAnon:"))
-    return kib / 1024
-
-
 def measure(name: str, settle: float) -> dict[str, Any]:
     original = KwokProvider.config_document
     KwokProvider.config_document = with_lever(LEVERS[name])  # type: ignore[method-assign]
@@ -131,7 +120,8 @@ def measure(name: str, settle: float) -> dict[str, Any]:
         time.sleep(settle)
         cpu = sum(sum(p.cpu_times()[:2]) - before[c] for c, p in procs.items()) / settle
         return {"up_s": round(up, 2), "start_cpu_s": round(sum(before.values()), 2),
-                "rss_mib": {c: round(v, 1) for c, v in rss.items()}, "anon_mib": round(anonymous(procs), 1),
+                "rss_mib": {c: round(v, 1) for c, v in rss.items()},
+                "anon_mib": round(anonymous_mib([p.pid for p in procs.values()]), 1),
                 "total_mib": round(sum(rss.values()), 1),
                 "uss_mib": round(sum(m.uss for m in full.values()) / 2**20, 1), "idle_cpu_cores": round(cpu, 3)}
     except (KrmcourseError, TimeoutError, psutil.Error) as exc:

@@ -1,4 +1,5 @@
-"""Where the benchmarks keep what they measured: one JSON file per run in benchmarks/results/."""
+"""Where the benchmarks keep what they measured (one JSON file per run in benchmarks/results/), and one
+reading they share."""
 
 from __future__ import annotations
 
@@ -16,3 +17,13 @@ def save(name: str, result: dict) -> Path:
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written to {out.relative_to(HERE.parent)}")
     return out
+
+
+def anonymous_mib(pids: list[int]) -> float:
+    """MiB of the processes' RSS that is anonymous memory (RssAnon): their own, not code mapped from a
+    file, which every cluster started from the same binaries shares."""
+    kib = 0
+    for pid in pids:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        kib += next(int(line.split()[1]) for line in status if line.startswith("RssAnon:"))
+    return kib / 1024

@@ -27,6 +27,7 @@ import pwd
 import re
 import secrets
 import shutil
+import stat
 import subprocess
 import time
 import urllib.error
@@ -214,6 +215,20 @@ def _course_key() -> str:
     return json.dumps([requirements(), wheels, files])
 
 
+def _safe_prefix(prefix: Path) -> Path:
+    """``prefix``, made if missing, once it and every folder above it are root's and writable by nobody
+    else (a sticky folder such as /tmp excepted, above it): root runs the hub from it."""
+    prefix = prefix.absolute()
+    prefix.mkdir(parents=True, exist_ok=True)
+    for folder in [prefix, *prefix.parents]:
+        info = folder.lstat()
+        open_to_others = info.st_mode & 0o022 and not (folder != prefix and info.st_mode & stat.S_ISVTX)
+        if stat.S_ISLNK(info.st_mode) or info.st_uid != 0 or open_to_others:
+            raise HubError(f"{folder} is not root's alone, and root would run the hub from {prefix}.",
+                           "Choose a --prefix in folders only root can write to (the default is /opt/krmcourse).")
+    return prefix
+
+
 def shared_environment(prefix: Path, say: Say = print, python: str = DEFAULT_PYTHON) -> Path:
     """Make (or bring up to date) the read-only environment every learner runs: the course's copy,
     its venv, and the lab toolchain. Returns the venv. Needs no registry: the wheels come from
@@ -322,6 +337,21 @@ def check_name(name: str) -> str:
     return name
 
 
+#: The lowest uid of an ordinary account (Debian's UID_MIN): the room never signals, nor removes, a system
+#: account or root, whatever room.json says.
+UID_MIN = 1000
+
+
+def require_ordinary(name: str) -> None:
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return
+    if uid < UID_MIN:
+        raise HubError(f"{name} is a system account (uid {uid}); the room only acts on accounts it made.",
+                       f"Check {hub_dir() / 'room.json'}: it should list only the room's learners and admin.")
+
+
 def account_exists(name: str) -> bool:
     try:
         pwd.getpwnam(name)
@@ -360,21 +390,33 @@ def create_account(name: str, room: Room, notebooks: bool = True) -> None:
          "Read useradd's message above; 'krmcourse hub status' lists the room's accounts.")
     account = pwd.getpwnam(name)
     home = Path(account.pw_dir)
-    os.chmod(home, 0o700)
-    password = secrets.token_urlsafe(12)
-    _run(["chpasswd"], f"Setting {name}'s password failed", "Read chpasswd's message above.",
-         input=f"{name}:{password}\n")
-    _write_passwords({**_passwords(), name: password})
-    if notebooks:
-        copy = home / "notebooks"
-        shutil.copytree(Path(room.prefix) / "course" / "notebooks", copy, ignore=NOT_COPIED, dirs_exist_ok=True)
-        for path in [copy, *copy.rglob("*")]:
-            os.chown(path, account.pw_uid, account.pw_gid, follow_symlinks=False)
+    # useradd keeps a home that was there before: root writes into it only if it is the new account's.
+    info = home.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != account.pw_uid or (home / "notebooks").exists():
+        subprocess.run(["userdel", name], capture_output=True)  # the account only: the folder is not its own
+        raise HubError(f"{home} was there before {name} was made (or is not a folder of theirs).",
+                       "Move it away, or choose another --homes, then try again.")
+    try:
+        os.chmod(home, 0o700)
+        password = secrets.token_urlsafe(12)
+        _run(["chpasswd"], f"Setting {name}'s password failed", "Read chpasswd's message above.",
+             input=f"{name}:{password}\n")
+        _write_passwords({**_passwords(), name: password})
+        if notebooks:
+            copy = home / "notebooks"
+            shutil.copytree(Path(room.prefix) / "course" / "notebooks", copy, ignore=NOT_COPIED)
+            for path in [copy, *copy.rglob("*")]:
+                os.chown(path, account.pw_uid, account.pw_gid, follow_symlinks=False)
+    except BaseException:
+        # Never half-made: an account without its password or notebooks would be refused later as not the room's.
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        raise
 
 
 def remove_account(name: str, room: Room) -> None:
     """Stop everything the account runs (its lab clusters first, cleanly), then remove it and its home."""
     if account_exists(name):
+        require_ordinary(name)
         stop_labs(name, room)
         kill_processes_of(name)
         _run(["userdel", "--remove", name], f"userdel {name} failed",
@@ -409,7 +451,7 @@ def stop_labs(name: str, room: Room) -> str:
     done = subprocess.run(["runuser", "-u", name, "--", "env", "-i",
                            *(f"{k}={v}" for k, v in learner_env(name, room).items()),
                            str(room.venv / "bin" / "krmcourse"), "down", "--all"],
-                          capture_output=True, text=True, cwd="/")
+                          capture_output=True, text=True, cwd="/", stdin=subprocess.DEVNULL, start_new_session=True)
     return done.stdout + done.stderr
 
 
@@ -428,6 +470,7 @@ def processes_of(name: str) -> list[psutil.Process]:
 
 def kill_processes_of(name: str, timeout: float = 15) -> None:
     """SIGTERM every process of one of the room's accounts, SIGKILL what is left after ``timeout``."""
+    require_ordinary(name)
     procs = processes_of(name)
     for proc in procs:
         _signal(proc, "terminate")
@@ -448,7 +491,7 @@ def _signal(proc: psutil.Process, how: str) -> None:
 def configure(c: Any, folder: Path) -> None:
     """Fill JupyterHub's configuration ``c`` for the room recorded in ``folder``: what the
     ``jupyterhub_config.py`` written by :func:`start` calls."""
-    room = Room(**json.loads((folder / "room.json").read_text()))
+    room = _room_in(folder)
     c.JupyterHub.bind_url = room.url
     c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{room.hub_port}"
     c.JupyterHub.db_url = f"sqlite:///{folder / 'jupyterhub.sqlite'}"
@@ -478,17 +521,36 @@ def configure(c: Any, folder: Path) -> None:
     # KRMCOURSE_HOME does not: each learner's state is under their own home.
     c.Spawner.env_keep = ["LANG", "LC_ALL", "KRMCOURSE_PROVIDER", "KRMCOURSE_SOLUTIONS"]
     c.Spawner.environment = {"PATH": _learner_path(room), **_course_env(room)}
-    c.Spawner.post_stop_hook = _stop_labs_hook(room)
+    c.Spawner.pre_spawn_hook = _learners_only(folder)
+    c.Spawner.post_stop_hook = _stop_labs_hook(folder)
 
 
-def _stop_labs_hook(room: Room) -> Callable[[Any], Any]:
+def _room_in(folder: Path) -> Room:
+    """The room as recorded now: learners added or removed while the hub runs included."""
+    return Room(**json.loads((folder / "room.json").read_text()))
+
+
+def _learners_only(folder: Path) -> Callable[[Any], None]:
+    """Only the room's learners get a server: the spawner runs it as that Unix account, so a user an admin
+    added in the hub's pages (root, say) must not get one, nor the admin, who has no notebooks."""
+
+    def check(spawner: Any) -> None:
+        name = spawner.user.name
+        if name not in _room_in(folder).learners or not account_exists(name) or pwd.getpwnam(name).pw_uid < UID_MIN:
+            raise HubError(f"{name} is not one of this room's learners, and gets no server.",
+                           "Add them with 'krmcourse hub add-learner NAME'.")
+
+    return check
+
+
+def _stop_labs_hook(folder: Path) -> Callable[[Any], Any]:
     """When a learner's server stops, for whatever reason, their lab clusters stop too."""
 
     async def stop_labs_of(spawner: Any) -> None:
         import asyncio
 
-        name = spawner.user.name
-        if name in room.accounts:
+        room, name = _room_in(folder), spawner.user.name
+        if name in room.learners:
             await asyncio.get_running_loop().run_in_executor(None, stop_labs, name, room)
 
     return stop_labs_of
@@ -535,10 +597,15 @@ def start(learners: int, prefix: Path | None = None, homes: Path | None = None, 
         # Never half: the servers of a hub that died would point at its old address.
         say(f"The room's last hub stopped without cleaning up (killed, or the machine restarted); stopped what it "
             f"left running: {'; '.join(killed)}")
-    venv = shared_environment(prefix or default_prefix(), say, python)
-    room = previous or Room(prefix=str(prefix or default_prefix()), homes=str(homes or "/home"),
-                               learner_prefix=learner_prefix, admin=admin or f"{learner_prefix}admin")
-    room.prefix = str(prefix or room.prefix)
+    admin = check_name(admin or f"{learner_prefix}admin")
+    if previous is None and account_exists(admin):
+        raise HubError(f"An account named {admin} exists already: the room's admin must be an account it makes.",
+                       "Choose another name with --admin.")
+    prefix = _safe_prefix(prefix or (Path(previous.prefix) if previous else default_prefix()))
+    venv = shared_environment(prefix, say, python)
+    room = previous or Room(prefix=str(prefix), homes=str(homes or "/home"), learner_prefix=learner_prefix,
+                            admin=admin)
+    room.prefix = str(prefix)
     room.max_labs = max_labs
     ports = free_ports(3)
     room.port, room.hub_port, room.api_port = port or ports[0], ports[1], ports[2]
@@ -558,7 +625,8 @@ def start(learners: int, prefix: Path | None = None, homes: Path | None = None, 
     # The hub's own PATH has the system's programs too: runuser (the post-stop hook), useradd.
     env = {"PATH": f"{venv / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": str(Path.home()), "LANG": "C.UTF-8",
-           **{k: v for k, v in os.environ.items() if k in ("KRMCOURSE_PROVIDER", "KRMCOURSE_SOLUTIONS")}}
+           **{k: v for k, v in os.environ.items()
+              if k in ("KRMCOURSE_PROVIDER", "KRMCOURSE_SOLUTIONS", "KRMCOURSE_CACHE", "XDG_CACHE_HOME")}}
     hub = ManagedProcess(HUB, [str(venv / "bin" / HUB), "-f", str(folder / "jupyterhub_config.py")], env, folder,
                          cwd=folder).start()
     try:
@@ -585,6 +653,9 @@ def api(room: Room, method: str, path: str) -> tuple[int, Any]:
             status, body = answer.status, answer.read()
     except urllib.error.HTTPError as error:
         status, body = error.code, error.read()
+    except OSError as error:  # refused, reset, timed out
+        raise HubError(f"The hub at {room.url} did not answer ({error}).",
+                       "'krmcourse hub status' says whether it runs; 'krmcourse hub start' starts it again.") from error
     try:
         return status, json.loads(body) if body else None
     except ValueError:

@@ -10,6 +10,7 @@ See tests/README.md, "The hub test".
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -21,8 +22,9 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import psutil
@@ -227,6 +229,48 @@ def test_a_port_in_use_is_refused_before_anything_is_made() -> None:
     assert done.returncode == 4, f"exit {done.returncode}:\n{done.stdout}\n{done.stderr}"
     assert f"Port {port} on 127.0.0.1 is taken" in done.stderr and "--port" in done.stderr, done.stderr
     assert hub.Room.load() is None and not Path("/nonexistent/krmcourse-hub").exists(), "it made something"
+
+
+def test_an_existing_account_is_never_made_the_rooms_admin() -> None:
+    """hub stop signals, and --remove-accounts removes, the room's accounts: root must never be one."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: hub start refuses anyone else before it looks at the admin")
+    done = krmcourse("hub", "start", "--learners", "1", "--learner-prefix", f"ka{secrets.token_hex(2)}l",
+                     "--admin", "root", "--prefix", "/nonexistent/krmcourse-hub")
+    assert done.returncode == 8, f"exit {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    assert "An account named root exists already" in done.stderr and "--admin" in done.stderr, done.stderr
+    assert hub.Room.load() is None and not Path("/nonexistent/krmcourse-hub").exists(), "it made something"
+    with pytest.raises(hub.HubError, match="system account"):
+        hub.kill_processes_of("root")
+
+
+def test_root_runs_the_hub_only_from_a_prefix_nobody_else_can_write(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: only root's folders are safe for root to run the hub from")
+    open_folder = tmp_path / "open"
+    open_folder.mkdir(mode=0o777)
+    os.chmod(open_folder, 0o777)  # (mkdir's mode passes through the umask)
+    with pytest.raises(hub.HubError, match="not root's alone"):
+        hub._safe_prefix(open_folder / "krmcourse")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)  # nobody's
+    with pytest.raises(hub.HubError, match="not root's alone"):
+        hub._safe_prefix(theirs)
+    assert hub._safe_prefix(tmp_path / "safe" / "krmcourse").is_dir()
+
+
+def test_only_the_rooms_learners_get_a_server(tmp_path: Path) -> None:
+    """The spawner runs a server as the user's Unix account: a user a hub admin adds in the hub's pages
+    (root, or the admin itself) gets none."""
+    # nobody: an account that exists, with a uid above the system's, here as the room's admin.
+    record = hub.Room(prefix=str(tmp_path), homes=str(tmp_path), learner_prefix="kx", admin="nobody",
+                      learners=["kx01"])
+    (tmp_path / "room.json").write_text(json.dumps(asdict(record)))
+    check = hub._learners_only(tmp_path)
+    for name in ("root", "nobody", "kx02"):
+        with pytest.raises(hub.HubError, match="not one of this room's learners"):
+            check(SimpleNamespace(user=SimpleNamespace(name=name)))
 
 
 #: What an API server answers a client with no credentials (a status code), run as another learner.

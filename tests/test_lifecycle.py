@@ -104,7 +104,8 @@ def test_up_is_idempotent_and_reset_starts_afresh():
 def test_the_api_server_collects_garbage_most_eagerly(sandbox):
     """The memory lever benchmarks/memory_levers.py measured and the README reports is what runs."""
     gogc = {name: psutil.Process(pid).environ().get("GOGC") for name, pid in sandbox.component_pids().items()}
-    assert gogc == {name: GOGC_APISERVER if name == "kube-apiserver" else GOGC for name in COMPONENTS}, gogc
+    one = os.environ.get("KRMCOURSE_GOGC")  # sets all five
+    assert gogc == {name: one or (GOGC_APISERVER if name == "kube-apiserver" else GOGC) for name in COMPONENTS}, gogc
 
 
 @pytest.mark.kwok

@@ -458,6 +458,8 @@ class KindProvider(Provider):
             # termination is through, and then for its pod workers' back-off of 10 s.
             name = pod["metadata"]["name"]
             pod["metadata"]["name"] = name[:-len(AGAIN)] if name.endswith(AGAIN) else name + AGAIN
+            # And never the very pod of two restarts ago (its uid is a hash of the manifest).
+            pod["metadata"].setdefault("annotations", {})["krmcourse/restarted"] = str(time.time_ns())
             # Written beside the folder and moved in: the kubelet reads every file in it, half-written ones too.
             self._exec(cluster, "sh", "-c", f"cat > {parked} && mv {parked} {manifest}", input=yaml.safe_dump(pod))
         self._wait_for(cluster, lambda: self.pids(cluster).get(component) not in (None, pid),
