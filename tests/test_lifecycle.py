@@ -5,15 +5,19 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
+import stat
 import subprocess
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 from terminal import CLI
 
 from krmcourse import Lab, PortInUseError, UnknownExerciseError, UnknownLabError
 from krmcourse.paths import state_dir
+from krmcourse.providers.base import range_request
 from krmcourse.providers.kwok import COMPONENTS, GOGC, GOGC_APISERVER, KwokProvider
 
 pytestmark = [pytest.mark.cluster, pytest.mark.every_provider]
@@ -106,6 +110,25 @@ def test_the_api_server_collects_garbage_most_eagerly(sandbox):
     gogc = {name: psutil.Process(pid).environ().get("GOGC") for name, pid in sandbox.component_pids().items()}
     one = os.environ.get("KRMCOURSE_GOGC")  # sets all five
     assert gogc == {name: one or (GOGC_APISERVER if name == "kube-apiserver" else GOGC) for name in COMPONENTS}, gogc
+
+
+@pytest.mark.kwok
+def test_etcd_answers_only_a_client_with_the_clusters_certificate(sandbox):
+    """On a shared machine (a workshop hub), another user who finds a lab's etcd port must not read the
+    cluster's objects there: etcd speaks only TLS and asks for a certificate of the cluster's own CA, and
+    only the cluster's owner can read that CA's keys."""
+    flags = sandbox.provider.apiserver_flags(sandbox.cluster)
+    url = flags["etcd-servers"]
+    assert url.startswith("https://127.0.0.1:"), url
+    pki = Path(flags["etcd-certfile"]).parent
+    assert stat.S_IMODE(pki.stat().st_mode) == 0o700, oct(pki.stat().st_mode)
+    body = range_request("/registry/", prefix=True)
+    with pytest.raises(httpx.TransportError):  # plain HTTP: etcd hangs up
+        httpx.post(url.replace("https://", "http://") + "/v3/kv/range", json=body, timeout=10)
+    with pytest.raises(httpx.TransportError, match="CERTIFICATE_REQUIRED"):  # TLS without a certificate
+        httpx.post(url + "/v3/kv/range", json=body, timeout=10,
+                   verify=ssl.create_default_context(cafile=flags["etcd-cafile"]))
+    assert sandbox.provider.etcd_range(sandbox.cluster, "/registry/namespaces/default")  # with it: the data
 
 
 @pytest.mark.kwok

@@ -51,6 +51,30 @@ AUDIT_POLICY = {
 }
 
 
+def etcd_over_tls(pki: Path, port: int, peer_port: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """etcd's and kube-apiserver's extra arguments for an etcd that speaks only TLS, to clients that show
+    a certificate of the cluster's own CA: (etcd's, kube-apiserver's).
+
+    kwokctl starts etcd on plain HTTP, where anyone on the machine who finds its port reads and writes
+    every object of the cluster, Secrets included: on a shared machine (a workshop hub), another learner.
+    kwokctl's certificate authority and its one certificate (valid for 127.0.0.1, as a server and as a
+    client) are under the cluster's folder in ``pki``, which only the cluster's owner can read; the
+    cluster's etcd serves that certificate and asks its clients for one signed by the same CA.
+    """
+    ca, cert, key = (str(pki / name) for name in ("ca.crt", "admin.crt", "admin.key"))
+    client, peer = f"https://127.0.0.1:{port}", f"https://127.0.0.1:{peer_port}"
+    etcd = {"listen-client-urls": client, "advertise-client-urls": client, "listen-peer-urls": peer,
+            "initial-advertise-peer-urls": peer, "initial-cluster": f"node0={peer}"}
+    secured = {"cert-file": cert, "key-file": key, "trusted-ca-file": ca, "client-cert-auth": "true",
+               "peer-cert-file": cert, "peer-key-file": key, "peer-trusted-ca-file": ca,
+               "peer-client-cert-auth": "true"}
+    apiserver = {"etcd-cafile": ca, "etcd-certfile": cert, "etcd-keyfile": key}
+    return ([*({"key": k, "value": v, "override": True} for k, v in etcd.items()),
+             *({"key": k, "value": v} for k, v in secured.items())],
+            [{"key": "etcd-servers", "value": client, "override": True},
+             *({"key": k, "value": v} for k, v in apiserver.items())])
+
+
 #: The ports of one cluster, in the order :func:`free_ports` fills them.
 PORT_KEYS = ("kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort",
              "kubeSchedulerPort", "kwokControllerPort")
@@ -149,22 +173,25 @@ class KwokProvider(Provider):
         if options.audit:
             opts["kubeAuditPolicy"] = str(self.cluster_dir(options.cluster).parent / f".{options.cluster}"
                                           "-audit-policy.yaml")
-        ports = iter(options.ports)
-        for key in PORT_KEYS:
-            port = options.port if key == "kubeApiserverPort" and options.port else next(ports, None)
-            if port:
-                opts[key] = port
+        free = iter(options.ports)
+        ports = {key: options.port if key == "kubeApiserverPort" and options.port else next(free, None)
+                 for key in PORT_KEYS}
+        opts.update({key: port for key, port in ports.items() if port})
         # etcd as every provider sets it (ETCD_ARGS). The Go components collect garbage more eagerly than
         # Go's default (GOGC=100), the API server most: that keeps a lab cluster's memory down
         # (benchmarks/memory_levers.py). KRMCOURSE_GOGC sets one value for all five.
         gc = [{"name": "GOGC", "value": os.environ.get("KRMCOURSE_GOGC", GOGC)}]
+        etcd_port, peer_port = ports["etcdPort"], ports["etcdPeerPort"]
+        assert etcd_port and peer_port, "create() picks every port before it writes the configuration"
+        etcd_tls, apiserver_tls = etcd_over_tls(self.cluster_dir(options.cluster) / "pki", etcd_port, peer_port)
         patches: list[dict[str, Any]] = [{"name": "etcd", "extraEnvs": gc,
-                                          "extraArgs": [{"key": k, "value": v} for k, v in ETCD_ARGS.items()]}]
+                                          "extraArgs": [*etcd_tls, *({"key": k, "value": v}
+                                                                     for k, v in ETCD_ARGS.items())]}]
         apiserver: dict[str, Any] = {"name": "kube-apiserver",
                                      "extraEnvs": [{"name": "GOGC",
-                                                    "value": os.environ.get("KRMCOURSE_GOGC", GOGC_APISERVER)}]}
-        if options.apiserver_args:
-            apiserver["extraArgs"] = [{"key": k, "value": v} for k, v in options.apiserver_args.items()]
+                                                    "value": os.environ.get("KRMCOURSE_GOGC", GOGC_APISERVER)}],
+                                     "extraArgs": [*apiserver_tls, *({"key": k, "value": v}
+                                                                     for k, v in options.apiserver_args.items())]}
         patches.append(apiserver)
         # One kube-controller-manager and one kube-scheduler per cluster: with nobody to elect, leader
         # election only costs time. Asked before the API serves, the first try for the lease fails and
@@ -209,6 +236,7 @@ class KwokProvider(Provider):
                                f"See the component logs in {self.cluster_dir(options.cluster) / 'logs'}, "
                                "or run 'krmcourse doctor'.")
         os.chmod(self.kubeconfig(options.cluster), 0o600)
+        os.chmod(self.cluster_dir(options.cluster) / "pki", 0o700)  # kwokctl writes its keys readable by all
 
     def delete(self, cluster: str) -> None:
         # Pids are reused, and a stale folder can outlive its processes: only a process that runs from
@@ -257,11 +285,17 @@ class KwokProvider(Provider):
             return {}
 
     def etcd_call(self, cluster: str, call: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Ask etcd itself, on 127.0.0.1, through its HTTP gateway: no API server in between."""
+        """Ask etcd itself, on 127.0.0.1, through its HTTP gateway: no API server in between. etcd wants
+        the cluster's client certificate, as the API server does (:func:`etcd_over_tls`)."""
+        import ssl
+
         import httpx
 
-        url = self.apiserver_flags(cluster)["etcd-servers"].split(",")[0].rstrip("/")
-        response = httpx.post(f"{url}/v3/{call}", json=body, timeout=30)
+        flags = self.apiserver_flags(cluster)
+        url = flags["etcd-servers"].split(",")[0].rstrip("/")
+        tls = ssl.create_default_context(cafile=flags["etcd-cafile"])
+        tls.load_cert_chain(flags["etcd-certfile"], flags["etcd-keyfile"])
+        response = httpx.post(f"{url}/v3/{call}", json=body, timeout=30, verify=tls)
         response.raise_for_status()
         answer: dict[str, Any] = response.json()
         return answer
