@@ -43,7 +43,7 @@ import psutil
 from . import toolchain
 from .errors import KrmcourseError, PortInUseError, UsageError
 from .jupyter import require_free_port
-from .lab import MAX_LABS_ENV
+from .lab import MAX_LABS_ENV, Lab
 from .paths import cache_dir, private_file, state_dir
 from .processes import ManagedProcess, live_processes, stop_recorded
 from .providers.kwok import PORTS_LOCK, free_ports
@@ -469,15 +469,25 @@ def processes_of(name: str) -> list[psutil.Process]:
 
 
 def kill_processes_of(name: str, timeout: float = 15) -> None:
-    """SIGTERM every process of one of the room's accounts, SIGKILL what is left after ``timeout``."""
+    """SIGTERM every process of one of the room's accounts, SIGKILL what is left after ``timeout``.
+
+    A process may start another while it is being stopped (a shell, a server's kernel): look again, and
+    kill what appeared, until the account runs nothing.
+    """
     require_ordinary(name)
     procs = processes_of(name)
     for proc in procs:
         _signal(proc, "terminate")
     _, alive = psutil.wait_procs(procs, timeout=timeout)
-    for proc in alive:
-        _signal(proc, "kill")
-    psutil.wait_procs(alive, timeout=10)
+    for _ in range(10):
+        alive = [p for p in {*alive, *processes_of(name)} if _alive(p)]
+        if not alive:
+            return
+        for proc in alive:
+            _signal(proc, "kill")
+        psutil.wait_procs(alive, timeout=10)
+    raise HubError(f"{name} still runs {', '.join(_command(p) for p in processes_of(name) if _alive(p))} after "
+                   "ten rounds of SIGKILL.", f"See what forks them ('ps -u {name} -f'), then try again.")
 
 
 def _signal(proc: psutil.Process, how: str) -> None:
@@ -692,12 +702,28 @@ def remove_learner(name: str, say: Say = print) -> None:
     if name not in room.learners:
         raise UsageError(f"{name} is not one of this room's learners.", "'krmcourse hub status' lists them.")
     if running_hub() is not None:
-        api(room, "DELETE", f"users/{name}/server")
+        stop_server(room, name)
         api(room, "DELETE", f"users/{name}")
     remove_account(name, room)
     room.learners.remove(name)
     room.save()
     say(f"Removed {name}: their server, lab clusters, account and home are gone.")
+
+
+def stop_server(room: Room, name: str, timeout: float = 120) -> None:
+    """Ask the hub to stop a learner's server, and wait until it has: the hub answers 202 while the
+    server is still stopping, and refuses to delete a user whose stop is pending."""
+    status, body = api(room, "DELETE", f"users/{name}/server")
+    if status not in (202, 204, 400, 404):  # 400: no server was running
+        raise HubError(f"The hub refused to stop {name}'s server ({status}: {body}).",
+                       "'krmcourse hub stop' stops every server and lab cluster.")
+
+    def stopped() -> bool:
+        status, user = api(room, "GET", f"users/{name}")
+        return status == 404 or not (user or {}).get("pending") and not (user or {}).get("servers")
+
+    Lab.wait_until(stopped, timeout=timeout, interval=0.5, message=f"{name}'s server did not stop",
+                   hint="'krmcourse hub stop' stops every server and lab cluster.")
 
 
 def stop(remove_accounts: bool = False, say: Say = print) -> list[str]:

@@ -196,9 +196,19 @@ class Lab:
             self._teardown()
         else:
             kill_recorded(self.home / "processes")  # controllers of a cluster deleted behind our back
-        require_lab_allowance(self.cluster)
-        require_disk_space()
         started = time.monotonic()
+        with lab_allowance(self.cluster):  # checked and taken at once: two ups at a time cannot both pass
+            require_disk_space()
+            self._create_with_retry(port)
+        self.say(f"Lab {self.name}: cluster {self.cluster} is ready in {time.monotonic() - started:.1f} s "
+                 f"(provider {provider.name}).")
+        snapshots.save(self, snapshots.state_at(None))
+        self._solve_before(at, save=True)
+        return self
+
+    def _create_with_retry(self, port: int | None) -> None:
+        """Create the cluster, once more if a component died while it started; on any failure (Ctrl-C
+        included), leave no process, port or folder behind."""
         for attempt in (1, 2):
             try:
                 self._create(port)
@@ -227,11 +237,6 @@ class Lab:
                 else:
                     require_disk_space(cause=exc)
                 raise
-        self.say(f"Lab {self.name}: cluster {self.cluster} is ready in {time.monotonic() - started:.1f} s "
-                 f"(provider {provider.name}).")
-        snapshots.save(self, snapshots.state_at(None))
-        self._solve_before(at, save=True)
-        return self
 
     def _create(self, port: int | None) -> None:
         started = time.monotonic()
@@ -808,6 +813,18 @@ MIN_FREE_MIB = 200
 #: How many lab clusters one user may keep up at once; unset means no limit. A workshop hub sets it for
 #: its learners (``krmcourse hub start --max-labs``), so that one learner cannot take the room's memory.
 MAX_LABS_ENV = "KRMCOURSE_MAX_LABS"
+
+
+@contextmanager
+def lab_allowance(cluster: str) -> Iterator[None]:
+    """Check ``KRMCOURSE_MAX_LABS`` (:func:`require_lab_allowance`) and keep the learner's other ``up``
+    commands waiting while the block creates the cluster, so that two at once cannot both pass the check."""
+    if not os.environ.get(MAX_LABS_ENV):
+        yield
+        return
+    with file_lock(state_dir() / ".lab-allowance.lock", remove=lambda: True):
+        require_lab_allowance(cluster)
+        yield
 
 
 def require_lab_allowance(cluster: str) -> None:

@@ -203,6 +203,24 @@ def test_a_second_up_waits_for_the_first_then_reuses_its_cluster(own_home: Path)
 
 
 @pytest.mark.cluster
+def test_two_ups_at_once_cannot_both_pass_the_lab_limit(own_home: Path) -> None:
+    """A learner who starts two labs at the same moment, with room for one (a workshop hub's limit):
+    one comes up and the other is refused, never both."""
+    env = {**os.environ, "KRMCOURSE_HOME": str(own_home), "KRMCOURSE_MAX_LABS": "1"}
+    ups = [subprocess.Popen([*KRMCOURSE, "up", "sandbox", "--instance", name], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env) for name in ("one", "two")]
+    try:
+        said = [up.communicate(timeout=600)[0] for up in ups]
+        codes = sorted(up.returncode for up in ups)
+        assert codes == [0, 2], f"exit codes {codes}:\n" + "\n".join(said)
+        refused = said[[up.returncode for up in ups].index(2)]
+        assert "the most allowed here (KRMCOURSE_MAX_LABS=1)" in refused, refused
+    finally:
+        for name in ("one", "two"):
+            Lab("sandbox", instance=name).down()
+
+
+@pytest.mark.cluster
 def test_a_kubeconfig_readable_by_others_is_made_private_again(own_home: Path) -> None:
     lab = Lab("sandbox").up()
     lab.kubeconfig.chmod(0o644)

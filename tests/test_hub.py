@@ -379,6 +379,11 @@ def test_an_instructor_adds_and_removes_a_learner_while_the_hub_runs(room: MadeR
         assert hub.api(room.record, "GET", f"users/{name}")[0] == 200, "the running hub does not know the learner"
         assert Path(pwd.getpwnam(name).pw_dir) == home
         assert stat.S_IMODE(home.stat().st_mode) == 0o700 and (home / "notebooks" / NOTEBOOK).is_file()
+        # Removed with a server running: the hub answers 202 while it stops, and refuses to delete the
+        # user until it has; remove-learner waits for that.
+        assert hub.api(room.record, "POST", f"users/{name}/server")[0] in (201, 202)
+        Lab.wait_until(lambda: (hub.api(room.record, "GET", f"users/{name}")[1]["servers"].get("") or {})
+                       .get("ready"), timeout=300, message=f"{name}'s server never became ready")
     finally:
         removed = krmcourse("hub", "remove-learner", name)
         left = _remove_leftover_accounts([name])
