@@ -346,6 +346,19 @@ def test_a_learner_cannot_read_another_learners_kubeconfig(room: MadeRoom) -> No
         secrets_url = f"{server.group(1)}/api/v1/namespaces/default/secrets"
         asked = as_user(a, "/usr/bin/python3", "-c", ASK_ANONYMOUSLY, secrets_url)
         assert asked.stdout.strip() in ("401", "403"), f"{a} asked {b}'s API server without credentials: {asked}"
+        # Nor past it, at B's etcd: its address is on a command line anyone may read, but it answers only
+        # TLS with a certificate of B's cluster, whose keys A cannot read.
+        flags = [dict(arg[2:].split("=", 1) for arg in c.split() if arg.startswith("--etcd-"))
+                 for c in commands(processes_of(room.uids[b])) if "kube-apiserver" in c.split()[0]]
+        assert flags and flags[0]["etcd-servers"].startswith("https://127.0.0.1:"), flags
+        etcd = flags[0]["etcd-servers"]
+        for url in (etcd.replace("https://", "http://"), etcd):
+            asked = as_user(a, "/usr/bin/python3", "-c", ASK_ANONYMOUSLY, f"{url}/v3/kv/range")
+            refused = re.search(r"RemoteDisconnected|CERTIFICATE_REQUIRED|ConnectionResetError", asked.stderr)
+            assert asked.returncode != 0 and not asked.stdout.strip() and refused, \
+                f"{a} reached {b}'s etcd at {url} without a certificate: {asked.stdout} {asked.stderr[-300:]}"
+        key = as_user(a, "cat", flags[0]["etcd-keyfile"])
+        assert key.returncode != 0 and "Permission denied" in key.stderr, f"{a} read {b}'s etcd key"
     finally:
         down = learner_krmcourse(room, b, "down", "welcome")
         assert down.returncode == 0, down.stderr
