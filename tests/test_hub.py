@@ -21,6 +21,8 @@ import stat
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -422,6 +424,25 @@ def start_server(room: MadeRoom, name: str) -> None:
         assert status in (201, 202), f"the hub did not start {name}'s server: {status} {body}"
     Lab.wait_until(lambda: any("singleuser" in c for c in commands(processes_of(room.uids[name]))), 180,
                    interval=0.5, message=f"{name}'s server did not start")
+
+
+def test_the_rooms_service_reaches_a_learners_jupyterlab_and_nobody_else_without_a_token(room: MadeRoom) -> None:
+    """benchmarks/room.py starts kernels in the learners' JupyterLabs with the room's service token."""
+    name = room.learners[1]
+    start_server(room, name)
+    Lab.wait_until(lambda: hub.server_api(room.record, name, "GET", "status")[0] == 200, 120, interval=0.5,
+                   message=f"the room's service could not reach {name}'s JupyterLab")
+    status, kernel = hub.server_api(room.record, name, "POST", "kernels", {"name": "python3"})
+    assert status == 201 and kernel["id"], f"the room's service started no kernel for {name}: {status} {kernel}"
+    try:
+        assert kernel["id"] in [k["id"] for k in hub.server_api(room.record, name, "GET", "kernels")[1]]
+        request = urllib.request.Request(f"{room.url}user/{name}/api/kernels")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=60)
+        assert refused.value.code == 403, f"{name}'s kernels without a token: {refused.value.code}"
+    finally:
+        hub.server_api(room.record, name, "DELETE", f"kernels/{kernel['id']}")
+        hub.api(room.record, "DELETE", f"users/{name}/server")
 
 
 def test_when_a_learners_server_stops_their_lab_clusters_stop_too(room: MadeRoom) -> None:
