@@ -327,7 +327,7 @@ def idle_room(made: MadeRoom, settle: float, window: float) -> dict[str, Any]:
     for ln in made.learners:
         mine = ln.pids()
         per[ln.name]["idle_cpu_cores"] = cores_used({p: before[p] for p in mine if p in before}, after, took)
-        ln.ports |= {port for _, port in listening(mine)}
+        ln.ports |= {port for _, port in hub.listening(mine)}
     return {
         "per_learner": per,
         **{key: summary([p[key] for p in per.values()]) for key in ("rss_mib", "pss_mib", "anon_mib")},
@@ -336,17 +336,6 @@ def idle_room(made: MadeRoom, settle: float, window: float) -> dict[str, Any]:
         "hub_and_proxy": memory_mib(own), "idle_cpu_cores": cores_used(before, after, took),
         "idle_window_s": round(took, 1), "mem_available_mib": mem_available_mib(),
     }
-
-
-def listening(pids: list[int]) -> set[tuple[str, int]]:
-    found = set()
-    for pid in pids:
-        try:
-            connections = psutil.Process(pid).net_connections(kind="inet")
-        except psutil.Error:
-            continue
-        found |= {(c.laddr.ip, c.laddr.port) for c in connections if c.status == psutil.CONN_LISTEN}
-    return found
 
 
 def measure_room(learners: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:

@@ -480,6 +480,19 @@ def kill_processes_of(name: str, timeout: float = 15) -> None:
     psutil.wait_procs(alive, timeout=10)
 
 
+def listening(pids: list[int]) -> set[tuple[str, int]]:
+    """Every (address, port) the processes listen on: for checking that the room's are on loopback only,
+    and gone after a stop."""
+    found = set()
+    for pid in pids:
+        try:
+            connections = psutil.Process(pid).net_connections(kind="inet")
+        except psutil.Error:
+            continue
+        found |= {(c.laddr.ip, c.laddr.port) for c in connections if c.status == psutil.CONN_LISTEN}
+    return found
+
+
 def _signal(proc: psutil.Process, how: str) -> None:
     try:
         getattr(proc, how)()

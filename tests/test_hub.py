@@ -183,18 +183,6 @@ def log_in(page: Page, room: MadeRoom, name: str, password: str) -> None:
     page.locator("#login_submit").click()
 
 
-def listening(pids: list[int]) -> set[tuple[str, int]]:
-    """Every (address, port) the processes listen on."""
-    found = set()
-    for pid in pids:
-        try:
-            connections = psutil.Process(pid).net_connections(kind="inet")
-        except psutil.Error:
-            continue
-        found |= {(c.laddr.ip, c.laddr.port) for c in connections if c.status == psutil.CONN_LISTEN}
-    return found
-
-
 def owner(pid: int) -> int | None:
     """The real uid a process runs as, or None once it has gone."""
     try:
@@ -296,7 +284,7 @@ except urllib.error.HTTPError as error:
 def test_hub_and_proxy_listen_on_loopback_only_and_the_rooms_secrets_are_private(room: MadeRoom) -> None:
     pids = hub_and_proxy(room)
     assert len(pids) == 2, f"expected the hub and its proxy, found {pids}"
-    addresses = listening(pids)
+    addresses = hub.listening(pids)
     assert addresses and {ip for ip, _ in addresses} == {"127.0.0.1"}, f"they listen on {addresses}"
     room.ports |= {port for _, port in addresses}
     for path in (hub.passwords_file(), hub.hub_dir() / "jupyterhub_cookie_secret", hub.hub_dir() / "proxy_token",
@@ -407,7 +395,7 @@ def test_a_learner_logs_in_and_runs_the_welcome_notebook(room: MadeRoom, page: P
     running = commands(theirs)
     assert any("jupyterhub-singleuser" in c for c in running), f"{name}'s JupyterLab is not theirs: {running}"
     assert any("ipykernel" in c for c in running), f"{name}'s kernel does not run as {name}: {running}"
-    addresses = listening([p.pid for p in theirs])
+    addresses = hub.listening([p.pid for p in theirs])
     assert {ip for ip, _ in addresses} == {"127.0.0.1"}, f"{name}'s processes listen on {addresses}"
     room.ports |= {port for _, port in addresses}
     # Another learner's server is not theirs to open: the hub sends them away.
@@ -474,7 +462,7 @@ def test_a_hub_started_again_after_it_was_killed_cleans_up_what_the_dead_one_lef
     assert "stopped what it left running" in again.stdout, again.stdout
     left = [p.pid for p in [*servers, *old[1:]] if _running(p)]
     assert not left, f"processes of the dead hub still run: {left}"
-    room.ports |= {port for _, port in listening(hub_and_proxy(room))}
+    room.ports |= {port for _, port in hub.listening(hub_and_proxy(room))}
     room.ports |= {room.record.port, room.record.hub_port, room.record.api_port}
 
 
@@ -493,7 +481,7 @@ def test_hub_stop_leaves_no_process_port_or_account(room: MadeRoom) -> None:
         assert up.returncode == 0, up.stderr
     processes = {uid: processes_of(uid) for uid in room.uids.values()}
     assert all(processes[room.uids[n]] for n in room.learners), "a learner has no process before the stop"
-    room.ports |= {port for _, port in listening([p.pid for procs in processes.values() for p in procs])}
+    room.ports |= {port for _, port in hub.listening([p.pid for procs in processes.values() for p in procs])}
     homes = [Path(pwd.getpwnam(n).pw_dir) for n in room.learners]
     done = krmcourse("hub", "stop", "--remove-accounts")
     assert done.returncode == 0, f"hub stop failed:\n{done.stdout}\n{done.stderr}"
