@@ -56,6 +56,7 @@ import websocket
 from record import anonymous_mib, save  # benchmarks/record.py: run as a script, this folder is on sys.path
 
 from krmcourse import Lab, hub
+from krmcourse.errors import KrmcourseError
 
 #: The cheapest lab: one simulated node, nothing installed.
 DEFAULT_LAB = "sandbox"
@@ -333,7 +334,9 @@ def idle_room(made: MadeRoom, settle: float, window: float) -> dict[str, Any]:
         **{key: summary([p[key] for p in per.values()]) for key in ("rss_mib", "pss_mib", "anon_mib")},
         "pss_mib_by_part": {part: summary([p["parts"][part]["pss_mib"] for p in per.values() if part in p["parts"]])
                             for part in ("jupyterlab", "kernel", "cluster")},
-        "hub_and_proxy": memory_mib(own), "idle_cpu_cores": cores_used(before, after, took),
+        "hub_and_proxy": {**memory_mib(own),
+                          "idle_cpu_cores": cores_used({p: before[p] for p in own if p in before}, after, took)},
+        "idle_cpu_cores": cores_used(before, after, took),
         "idle_window_s": round(took, 1), "mem_available_mib": mem_available_mib(),
     }
 
@@ -360,7 +363,8 @@ def measure_room(learners: int, args: argparse.Namespace, base: Path) -> dict[st
             made.say(f"{learner.name}: up on its own after the failure: ready")
         made.say(f"every lab is up; idle for {args.settle:.0f} s, then CPU over {args.window:.0f} s")
         result["idle"] = idle_room(made, args.settle, args.window)
-        result["idle"]["mem_used_by_room_mib"] = round(free_before - result["idle"]["mem_available_mib"])
+        # (on a machine others use too, their clusters coming and going weigh on this as much as the room)
+        result["idle"]["mem_available_drop_mib"] = round(free_before - result["idle"]["mem_available_mib"])
         return result
     finally:
         result["left_behind"] = take_apart(made, base)
@@ -444,7 +448,7 @@ def conditions() -> dict[str, Any]:
 def table(rooms: list[dict[str, Any]]) -> None:
     print()
     print(f"{'N':>3} {'RSS/learner':>12} {'PSS/learner':>12} {'own/learner':>12} {'hub+proxy':>10} "
-          f"{'idle CPU':>9} {'MemAvail':>9} {'room used':>10} {'last up':>8} {'failed':>7}   MiB, cores, s")
+          f"{'idle CPU':>9} {'MemAvail':>9} {'drop':>6} {'last up':>8} {'failed':>7}   MiB, cores, s")
     for r in rooms:
         idle, burst = r.get("idle"), r.get("burst") or r.get("up") or {}
         if not idle:
@@ -452,12 +456,12 @@ def table(rooms: list[dict[str, Any]]) -> None:
             continue
         print(f"{r['learners']:>3} {idle['rss_mib']['median']:>12} {idle['pss_mib']['median']:>12} "
               f"{idle['anon_mib']['median']:>12} {idle['hub_and_proxy']['pss_mib']:>10} "
-              f"{idle['idle_cpu_cores']:>9} {idle['mem_available_mib']:>9.0f} {idle['mem_used_by_room_mib']:>10} "
+              f"{idle['idle_cpu_cores']:>9} {idle['mem_available_mib']:>9.0f} {idle['mem_available_drop_mib']:>6} "
               f"{burst.get('last_ready_s')!s:>8} {len(burst.get('failures', {})):>7}")
         parts = ", ".join(f"{part} {got.get('median')}" for part, got in idle["pss_mib_by_part"].items())
         print(f"{'':>3} PSS per learner by part (medians): {parts}")
-    print("(per learner: medians, PSS of hub+proxy; idle CPU of the whole room; 'last up': until the last lab "
-          "was ready)")
+    print("(per learner: medians; hub+proxy: PSS; idle CPU: the whole room's; MemAvail: with the room idle, 'drop': "
+          "since before the room; 'last up': until the last lab was ready)")
 
 
 def _interrupt(*_: object) -> None:
@@ -488,7 +492,7 @@ def main() -> None:
         for learners in sorted(set(args.learners)):
             try:
                 rooms.append(measure_room(learners, args, base))
-            except (RoomError, TimeoutError, hub.HubError, websocket.WebSocketException) as error:
+            except (RoomError, TimeoutError, KrmcourseError, websocket.WebSocketException) as error:
                 print(f"  FAILED with {learners} learners: {error}", flush=True)
                 rooms.append({"learners": learners, "error": str(error)})
     except KeyboardInterrupt:
