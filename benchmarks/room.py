@@ -55,7 +55,7 @@ import psutil
 import websocket
 from record import anonymous_mib, save  # benchmarks/record.py: run as a script, this folder is on sys.path
 
-from krmcourse import Lab, hub
+from krmcourse import Lab, catalog, hub
 from krmcourse.errors import KrmcourseError
 
 #: The cheapest lab: one simulated node, nothing installed.
@@ -366,6 +366,10 @@ def measure_room(learners: int, args: argparse.Namespace, base: Path) -> dict[st
         # (on a machine others use too, their clusters coming and going weigh on this as much as the room)
         result["idle"]["mem_available_drop_mib"] = round(free_before - result["idle"]["mem_available_mib"])
         return result
+    except (RoomError, TimeoutError, KrmcourseError, websocket.WebSocketException) as error:
+        print(f"  FAILED with {learners} learners: {error}", flush=True)
+        result["error"] = str(error)  # kept with what was measured before (the burst's failures, say)
+        return result
     finally:
         result["left_behind"] = take_apart(made, base)
 
@@ -452,7 +456,7 @@ def table(rooms: list[dict[str, Any]]) -> None:
     for r in rooms:
         idle, burst = r.get("idle"), r.get("burst") or r.get("up") or {}
         if not idle:
-            print(f"{r['learners']:>3}   FAILED: {r.get('error', '?')[:150]}")
+            print(f"{r['learners']:>3}   FAILED: {r.get('error', '?').splitlines()[0][:150]}")
             continue
         print(f"{r['learners']:>3} {idle['rss_mib']['median']:>12} {idle['pss_mib']['median']:>12} "
               f"{idle['anon_mib']['median']:>12} {idle['hub_and_proxy']['pss_mib']:>10} "
@@ -480,6 +484,10 @@ def main() -> None:
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit(f"benchmarks/room.py runs a hub: {hub.ROOT_HINT}")
+    try:
+        catalog.get(args.lab)
+    except KrmcourseError as error:
+        raise SystemExit(f"--lab {args.lab}: {error}") from error
     if not hub.proxy_command().exists():
         raise SystemExit(f"The hub's downloads are not in {hub.downloads_dir()}: run 'krmcourse hub prepare'.")
     # Its own KRMCOURSE_HOME: hub.py keeps one hub per state folder, and this one is never another's.
@@ -490,11 +498,7 @@ def main() -> None:
     at_start, rooms, started = conditions(), [], time.strftime("%Y-%m-%d %H:%M")
     try:
         for learners in sorted(set(args.learners)):
-            try:
-                rooms.append(measure_room(learners, args, base))
-            except (RoomError, TimeoutError, KrmcourseError, websocket.WebSocketException) as error:
-                print(f"  FAILED with {learners} learners: {error}", flush=True)
-                rooms.append({"learners": learners, "error": str(error)})
+            rooms.append(measure_room(learners, args, base))
     except KeyboardInterrupt:
         print("interrupted: the room was taken apart (above)", flush=True)
         rooms.append({"interrupted": True})
