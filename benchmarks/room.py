@@ -311,7 +311,8 @@ def bring_up(made: MadeRoom, lab: str, burst: bool, at_once: int) -> dict[str, A
     ready = [r["ready_s"] for r in got.values() if "ready_s" in r]
     failures = {name: r["failed"] for name, r in got.items() if "failed" in r}
     return {"at_once": n if burst else at_once, "per_learner_s": {k: r.get("ready_s") for k, r in got.items()},
-            "last_ready_s": max(ready) if ready else None, "median_s": summary(ready).get("median"),
+            "last_ready_s": max(ready) if ready else None,
+            "median_s": round(statistics.median(ready), 2) if ready else None,
             "failures": failures}
 
 
