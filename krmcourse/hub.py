@@ -490,6 +490,19 @@ def kill_processes_of(name: str, timeout: float = 15) -> None:
                    "ten rounds of SIGKILL.", f"See what forks them ('ps -u {name} -f'), then try again.")
 
 
+def listening(pids: list[int]) -> set[tuple[str, int]]:
+    """Every (address, port) the processes listen on: for checking that the room's are on loopback only,
+    and gone after a stop."""
+    found = set()
+    for pid in pids:
+        try:
+            connections = psutil.Process(pid).net_connections(kind="inet")
+        except psutil.Error:
+            continue
+        found |= {(c.laddr.ip, c.laddr.port) for c in connections if c.status == psutil.CONN_LISTEN}
+    return found
+
+
 def _signal(proc: psutil.Process, how: str) -> None:
     try:
         getattr(proc, how)()
@@ -518,8 +531,11 @@ def configure(c: Any, folder: Path) -> None:
     c.Authenticator.allowed_users = set(room.learners)
     c.Authenticator.admin_users = {room.admin}
     c.JupyterHub.services = [{"name": SERVICE, "api_token": (folder / "api_token").read_text().strip()}]
+    # access:servers: the service may also ask a learner's JupyterLab (its REST API: kernels), as the room's
+    # benchmark does (see server_api).
     c.JupyterHub.load_roles = [{"name": "krmcourse-room", "services": [SERVICE],
-                                "scopes": ["admin:users", "admin:servers", "list:users", "read:users"]}]
+                                "scopes": ["admin:users", "admin:servers", "list:users", "read:users",
+                                           "access:servers"]}]
     c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
     c.Spawner.cmd = [str(room.venv / "bin" / "jupyterhub-singleuser")]
     c.Spawner.ip = "127.0.0.1"
@@ -653,11 +669,28 @@ def start(learners: int, prefix: Path | None = None, homes: Path | None = None, 
     return room
 
 
+def service_token() -> str:
+    """The room's service's API token (root's only): for the hub's REST API and, as the service may access
+    servers, each learner's JupyterLab."""
+    return (hub_dir() / "api_token").read_text().strip()
+
+
 def api(room: Room, method: str, path: str) -> tuple[int, Any]:
     """Ask the hub's REST API, as the room's service."""
-    token = (hub_dir() / "api_token").read_text().strip()
-    request = urllib.request.Request(f"{room.url}hub/api/{path}", method=method,
-                                     headers={"Authorization": f"token {token}"})
+    return _ask(room, f"{room.url}hub/api/{path}", method)
+
+
+def server_api(room: Room, name: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """Ask a learner's JupyterLab REST API (``api/kernels``, say) through the hub's proxy, as the room's service."""
+    return _ask(room, f"{room.url}user/{name}/api/{path}", method, body)
+
+
+def _ask(room: Room, url: str, method: str, body: Any = None) -> tuple[int, Any]:
+    headers = {"Authorization": f"token {service_token()}"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, method=method, headers=headers,
+                                     data=None if body is None else json.dumps(body).encode())
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:
             status, body = answer.status, answer.read()
@@ -751,7 +784,7 @@ def _clean_up(room: Room) -> list[str]:
     """Stop what is left of the room once its hub has gone: the proxy, and every account's lab clusters
     (cleanly, as the learner) and other processes. Returns what was running and had to be killed."""
     killed = []
-    proxy = _recorded_pid(hub_dir() / "proxy.pid")
+    proxy = proxy_pid()
     if proxy is not None:
         killed.append(f"the proxy (pid {proxy})")
         _signal(psutil.Process(proxy), "kill")
@@ -776,6 +809,11 @@ def _alive(proc: psutil.Process) -> bool:
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def proxy_pid() -> int | None:
+    """The running hub's proxy, if it runs."""
+    return _recorded_pid(hub_dir() / "proxy.pid")
 
 
 def _recorded_pid(path: Path) -> int | None:

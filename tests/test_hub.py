@@ -21,6 +21,8 @@ import stat
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -181,18 +183,6 @@ def log_in(page: Page, room: MadeRoom, name: str, password: str) -> None:
     page.locator("#login_submit").click()
 
 
-def listening(pids: list[int]) -> set[tuple[str, int]]:
-    """Every (address, port) the processes listen on."""
-    found = set()
-    for pid in pids:
-        try:
-            connections = psutil.Process(pid).net_connections(kind="inet")
-        except psutil.Error:
-            continue
-        found |= {(c.laddr.ip, c.laddr.port) for c in connections if c.status == psutil.CONN_LISTEN}
-    return found
-
-
 def owner(pid: int) -> int | None:
     """The real uid a process runs as, or None once it has gone."""
     try:
@@ -294,7 +284,7 @@ except urllib.error.HTTPError as error:
 def test_hub_and_proxy_listen_on_loopback_only_and_the_rooms_secrets_are_private(room: MadeRoom) -> None:
     pids = hub_and_proxy(room)
     assert len(pids) == 2, f"expected the hub and its proxy, found {pids}"
-    addresses = listening(pids)
+    addresses = hub.listening(pids)
     assert addresses and {ip for ip, _ in addresses} == {"127.0.0.1"}, f"they listen on {addresses}"
     room.ports |= {port for _, port in addresses}
     for path in (hub.passwords_file(), hub.hub_dir() / "jupyterhub_cookie_secret", hub.hub_dir() / "proxy_token",
@@ -423,7 +413,7 @@ def test_a_learner_logs_in_and_runs_the_welcome_notebook(room: MadeRoom, page: P
     running = commands(theirs)
     assert any("jupyterhub-singleuser" in c for c in running), f"{name}'s JupyterLab is not theirs: {running}"
     assert any("ipykernel" in c for c in running), f"{name}'s kernel does not run as {name}: {running}"
-    addresses = listening([p.pid for p in theirs])
+    addresses = hub.listening([p.pid for p in theirs])
     assert {ip for ip, _ in addresses} == {"127.0.0.1"}, f"{name}'s processes listen on {addresses}"
     room.ports |= {port for _, port in addresses}
     # Another learner's server is not theirs to open: the hub sends them away.
@@ -440,6 +430,25 @@ def start_server(room: MadeRoom, name: str) -> None:
         assert status in (201, 202), f"the hub did not start {name}'s server: {status} {body}"
     Lab.wait_until(lambda: any("singleuser" in c for c in commands(processes_of(room.uids[name]))), 180,
                    interval=0.5, message=f"{name}'s server did not start")
+
+
+def test_the_rooms_service_reaches_a_learners_jupyterlab_and_nobody_else_without_a_token(room: MadeRoom) -> None:
+    """benchmarks/room.py starts kernels in the learners' JupyterLabs with the room's service token."""
+    name = room.learners[1]
+    start_server(room, name)
+    Lab.wait_until(lambda: hub.server_api(room.record, name, "GET", "status")[0] == 200, 120, interval=0.5,
+                   message=f"the room's service could not reach {name}'s JupyterLab")
+    status, kernel = hub.server_api(room.record, name, "POST", "kernels", {"name": "python3"})
+    assert status == 201 and kernel["id"], f"the room's service started no kernel for {name}: {status} {kernel}"
+    try:
+        assert kernel["id"] in [k["id"] for k in hub.server_api(room.record, name, "GET", "kernels")[1]]
+        request = urllib.request.Request(f"{room.url}user/{name}/api/kernels")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=60)
+        assert refused.value.code == 403, f"{name}'s kernels without a token: {refused.value.code}"
+    finally:
+        hub.server_api(room.record, name, "DELETE", f"kernels/{kernel['id']}")
+        hub.api(room.record, "DELETE", f"users/{name}/server")
 
 
 def test_when_a_learners_server_stops_their_lab_clusters_stop_too(room: MadeRoom) -> None:
@@ -471,7 +480,7 @@ def test_a_hub_started_again_after_it_was_killed_cleans_up_what_the_dead_one_lef
     assert "stopped what it left running" in again.stdout, again.stdout
     left = [p.pid for p in [*servers, *old[1:]] if _running(p)]
     assert not left, f"processes of the dead hub still run: {left}"
-    room.ports |= {port for _, port in listening(hub_and_proxy(room))}
+    room.ports |= {port for _, port in hub.listening(hub_and_proxy(room))}
     room.ports |= {room.record.port, room.record.hub_port, room.record.api_port}
 
 
@@ -490,7 +499,7 @@ def test_hub_stop_leaves_no_process_port_or_account(room: MadeRoom) -> None:
         assert up.returncode == 0, up.stderr
     processes = {uid: processes_of(uid) for uid in room.uids.values()}
     assert all(processes[room.uids[n]] for n in room.learners), "a learner has no process before the stop"
-    room.ports |= {port for _, port in listening([p.pid for procs in processes.values() for p in procs])}
+    room.ports |= {port for _, port in hub.listening([p.pid for procs in processes.values() for p in procs])}
     homes = [Path(pwd.getpwnam(n).pw_dir) for n in room.learners]
     done = krmcourse("hub", "stop", "--remove-accounts")
     assert done.returncode == 0, f"hub stop failed:\n{done.stdout}\n{done.stderr}"
