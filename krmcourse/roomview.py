@@ -60,6 +60,8 @@ class Reset:
     what: str
     state: str = "running"
     said: str = ""
+    #: The task that runs it (kept here: the event loop holds only a weak reference to a task).
+    task: asyncio.Task[None] | None = None
 
     def line(self) -> str:
         if self.state == "running":
@@ -100,7 +102,8 @@ class RoomHandler(HubOAuthenticated, web.RequestHandler):  # type: ignore[misc]
     def button(self, name: str, lab: str, exercise: str, label: str) -> str:
         fields = "".join(f'<input type="hidden" name="{k}" value="{escape.xhtml_escape(v)}">'
                          for k, v in (("learner", name), ("lab", lab), ("at", exercise)))
-        return f'<form method="post">{self.xsrf_form_html()}{fields}<button>{label}</button></form>'
+        submit = f"<button>{escape.xhtml_escape(label)}</button>"
+        return f'<form method="post">{self.xsrf_form_html()}{fields}{submit}</form>'
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Say why (the refusals above say what to do next), not only the status."""
@@ -117,8 +120,8 @@ class RoomHandler(HubOAuthenticated, web.RequestHandler):  # type: ignore[misc]
             raise web.HTTPError(400, f"Lab {lab!r} has no exercise {at!r}; reload the page and use its buttons.")
         if (running := self.resets.get(name)) and running.state == "running":
             raise web.HTTPError(409, f"{running.what} is still running; wait for it (the page says when it is done).")
-        self.resets[name] = Reset(f"reset {lab}" + (f" at {at}" if at else ""))
-        asyncio.get_running_loop().create_task(reset(self.folder, name, lab, at, self.resets[name]))
+        record = self.resets[name] = Reset(f"reset {lab}" + (f" at {at}" if at else ""))
+        record.task = asyncio.get_running_loop().create_task(reset(self.folder, name, lab, at, record))
         self.redirect(self.request.path, status=303)
 
 
