@@ -127,7 +127,10 @@ class RoomHandler(HubOAuthenticated, web.RequestHandler):  # type: ignore[misc]
 
 def labs_of(name: str) -> dict[str, list[dict[str, str]]]:
     """A learner's labs that are up, each with its exercises' rows, from what their own checks saved."""
-    rows = workshop.progress(sorted(hub.labs_up(name)), state=hub.learner_state(name))
+    up = sorted(hub.labs_up(name))
+    if not up:  # (nor an account, if it was just removed)
+        return {}
+    rows = workshop.progress(up, state=hub.learner_state(name))
     labs: dict[str, list[dict[str, str]]] = {}
     for row in rows:
         if row["state"] != "not up":
