@@ -117,7 +117,8 @@ class RoomHandler(HubOAuthenticated, web.RequestHandler):  # type: ignore[misc]
         if name not in self.visible():
             raise web.HTTPError(403, f"{self.current_user['name']} may not reset {name!r}'s labs.")
         if lab not in catalog.names() or (at and at not in [e.id for e in catalog.get(lab).exercises]):
-            raise web.HTTPError(400, f"Lab {lab!r} has no exercise {at!r}; reload the page and use its buttons.")
+            raise web.HTTPError(400, f"There is no lab {lab!r}" + (f" with an exercise {at!r}" if at else "") +
+                                "; reload the page and use its buttons.")
         if (running := self.resets.get(name)) and running.state == "running":
             raise web.HTTPError(409, f"{running.what} is still running; wait for it (the page says when it is done).")
         record = self.resets[name] = Reset(f"reset {lab}" + (f" at {at}" if at else ""))
