@@ -263,7 +263,7 @@ def cmd_hub(args: argparse.Namespace) -> int:
             raise UsageError("How many learners?", "krmcourse hub start --learners N")
         hub.start(args.learners, prefix=args.prefix, homes=args.homes, port=args.port,
                   learner_prefix=args.learner_prefix, admin=args.admin, python=args.python,
-                  max_labs=args.max_labs, say=_say)
+                  max_labs=args.max_labs, idle_timeout=args.idle_timeout, say=_say)
     elif args.action == "stop":
         for line in hub.stop(remove_accounts=args.remove_accounts, say=_say):
             print(f"had to kill: {line}")
@@ -382,6 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--homes", type=Path, help="where the learners' homes go (default: /home)")
     p.add_argument("--max-labs", type=int, default=3,
                    help="how many lab clusters each learner may keep up at once (default 3)")
+    p.add_argument("--idle-timeout", type=int, default=3600, metavar="SECONDS",
+                   help="stop a learner's server, and their lab clusters, after this long idle (default 3600)")
     p.add_argument("--python", default="/usr/bin/python3", help="the Python the shared venv is made with")
     p.add_argument("--remove-accounts", action="store_true", help="stop: remove the room's accounts and homes too")
     p.set_defaults(fn=cmd_hub)

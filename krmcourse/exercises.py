@@ -12,6 +12,7 @@ import importlib.util
 import inspect
 import json
 import os
+import shutil
 import time
 from datetime import UTC, datetime
 from types import ModuleType
@@ -92,6 +93,11 @@ def last_result(lab: Lab, exercise: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return said if isinstance(said, dict) else None
+
+
+def forget_results(lab: Lab) -> None:
+    """Forget what the checks said on this cluster: a reset puts it back in a state no check has seen."""
+    shutil.rmtree(lab.home / "checks", ignore_errors=True)
 
 
 #: How long ``solve`` waits for its exercise's check to pass once the solution is applied.

@@ -65,6 +65,12 @@ HUB = "jupyterhub"
 #: The hub's service that krmcourse itself talks to the hub's REST API as (adding and removing learners).
 SERVICE = "krmcourse"
 READY = "JupyterHub is now running at"
+#: The hub's service that shows the instructor the room (krmcourse.roomview), at /services/room/.
+VIEW = "room"
+#: The hub's service that stops idle learners' servers (jupyterhub-idle-culler).
+CULLER = "idle-culler"
+#: Marks the hub's services' processes with the hub's folder, so that what a killed hub left is found.
+ROOM_ENV = "KRMCOURSE_ROOM"
 ROOT_HINT = "Run it as root (sudo krmcourse hub ...): it makes Unix accounts, and the hub runs each learner's " \
             "JupyterLab as that learner."
 
@@ -111,6 +117,9 @@ class Room:
     port: int = 0
     hub_port: int = 0
     api_port: int = 0
+    view_port: int = 0
+    #: Seconds a learner's server may sit idle before the culler stops it (z2jh's default).
+    idle_timeout: int = 3600
 
     @property
     def venv(self) -> Path:
@@ -444,14 +453,25 @@ def _course_env(room: Room) -> dict[str, str]:
             MAX_LABS_ENV: str(room.max_labs)}
 
 
+def learner_state(name: str) -> Path:
+    """Where a learner's krmcourse keeps their lab clusters and the checks' results (their KRMCOURSE_HOME)."""
+    return Path(pwd.getpwnam(name).pw_dir) / ".local" / "state" / "krmcourse"
+
+
+def as_learner(name: str, room: Room, *args: str) -> list[str]:
+    """The command line that runs ``krmcourse ARGS`` as a learner, in the environment their JupyterLab
+    gives them (their home, the shared venv, toolchain and locks): what the hub's hooks and the
+    instructor's view run."""
+    return ["runuser", "-u", name, "--", "env", "-i", *(f"{k}={v}" for k, v in learner_env(name, room).items()),
+            str(room.venv / "bin" / "krmcourse"), *args]
+
+
 def stop_labs(name: str, room: Room) -> str:
     """Take down every lab cluster of one learner, as that learner (``krmcourse down --all``)."""
     if not account_exists(name) or not (room.venv / "bin" / "krmcourse").exists():
         return ""
-    done = subprocess.run(["runuser", "-u", name, "--", "env", "-i",
-                           *(f"{k}={v}" for k, v in learner_env(name, room).items()),
-                           str(room.venv / "bin" / "krmcourse"), "down", "--all"],
-                          capture_output=True, text=True, cwd="/", stdin=subprocess.DEVNULL, start_new_session=True)
+    done = subprocess.run(as_learner(name, room, "down", "--all"), capture_output=True, text=True, cwd="/",
+                          stdin=subprocess.DEVNULL, start_new_session=True)
     return done.stdout + done.stderr
 
 
@@ -514,7 +534,7 @@ def _signal(proc: psutil.Process, how: str) -> None:
 def configure(c: Any, folder: Path) -> None:
     """Fill JupyterHub's configuration ``c`` for the room recorded in ``folder``: what the
     ``jupyterhub_config.py`` written by :func:`start` calls."""
-    room = _room_in(folder)
+    room = room_in(folder)
     c.JupyterHub.bind_url = room.url
     c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{room.hub_port}"
     c.JupyterHub.db_url = f"sqlite:///{folder / 'jupyterhub.sqlite'}"
@@ -530,12 +550,19 @@ def configure(c: Any, folder: Path) -> None:
     c.PAMAuthenticator.open_sessions = False  # no login session (pam_loginuid and friends): a server is no login
     c.Authenticator.allowed_users = set(room.learners)
     c.Authenticator.admin_users = {room.admin}
-    c.JupyterHub.services = [{"name": SERVICE, "api_token": (folder / "api_token").read_text().strip()}]
-    # access:servers: the service may also ask a learner's JupyterLab (its REST API: kernels), as the room's
-    # benchmark does (see server_api).
-    c.JupyterHub.load_roles = [{"name": "krmcourse-room", "services": [SERVICE],
-                                "scopes": ["admin:users", "admin:servers", "list:users", "read:users",
-                                           "access:servers"]}]
+    c.JupyterHub.services = [{"name": SERVICE, "api_token": (folder / "api_token").read_text().strip()},
+                             *_managed_services(room, folder)]
+    c.JupyterHub.load_roles = [
+        # access:servers: the service may also ask a learner's JupyterLab (its REST API: kernels), as the
+        # room's benchmark does (see server_api).
+        {"name": "krmcourse-room", "services": [SERVICE],
+         "scopes": ["admin:users", "admin:servers", "list:users", "read:users", "access:servers"]},
+        # Every user may reach the view (it shows a learner only their own row; admins have access:services).
+        {"name": "user", "scopes": ["self", f"access:services!service={VIEW}"]},
+        # What jupyterhub-idle-culler's documentation asks for, to cull servers and not users.
+        {"name": CULLER, "services": [CULLER],
+         "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]},
+    ]
     c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
     c.Spawner.cmd = [str(room.venv / "bin" / "jupyterhub-singleuser")]
     c.Spawner.ip = "127.0.0.1"
@@ -551,7 +578,23 @@ def configure(c: Any, folder: Path) -> None:
     c.Spawner.post_stop_hook = _stop_labs_hook(folder)
 
 
-def _room_in(folder: Path) -> Room:
+def _managed_services(room: Room, folder: Path) -> list[dict[str, Any]]:
+    """The instructor's view and the idle culler, which the hub starts and stops with itself, as root (the
+    view reads every learner's state and runs resets as them). Both are marked with :data:`ROOM_ENV`, so
+    that what a killed hub left is found (see :func:`_clean_up`)."""
+    python = str(room.venv / "bin" / "python")
+    env = {ROOM_ENV: str(folder), **{k: v for k, v in os.environ.items() if k == "KRMCOURSE_PROVIDER"}}
+    cull_every = min(600, max(1, room.idle_timeout // 2))
+    return [
+        {"name": VIEW, "url": f"http://127.0.0.1:{room.view_port}", "oauth_no_confirm": True,
+         "command": [python, "-m", "krmcourse.roomview", str(folder)], "environment": env},
+        {"name": CULLER, "environment": env,
+         "command": [python, "-m", "jupyterhub_idle_culler", f"--timeout={room.idle_timeout}",
+                     f"--cull-every={cull_every}"]},
+    ]
+
+
+def room_in(folder: Path) -> Room:
     """The room as recorded now: learners added or removed while the hub runs included."""
     return Room(**json.loads((folder / "room.json").read_text()))
 
@@ -562,7 +605,7 @@ def _learners_only(folder: Path) -> Callable[[Any], None]:
 
     def check(spawner: Any) -> None:
         name = spawner.user.name
-        if name not in _room_in(folder).learners or not account_exists(name) or pwd.getpwnam(name).pw_uid < UID_MIN:
+        if name not in room_in(folder).learners or not account_exists(name) or pwd.getpwnam(name).pw_uid < UID_MIN:
             raise HubError(f"{name} is not one of this room's learners, and gets no server.",
                            "Add them with 'krmcourse hub add-learner NAME'.")
 
@@ -575,7 +618,7 @@ def _stop_labs_hook(folder: Path) -> Callable[[Any], Any]:
     async def stop_labs_of(spawner: Any) -> None:
         import asyncio
 
-        room, name = _room_in(folder), spawner.user.name
+        room, name = room_in(folder), spawner.user.name
         if name in room.learners:
             await asyncio.get_running_loop().run_in_executor(None, stop_labs, name, room)
 
@@ -598,9 +641,12 @@ def running_hub() -> int | None:
 
 def start(learners: int, prefix: Path | None = None, homes: Path | None = None, port: int | None = None,
           learner_prefix: str = "learner", admin: str | None = None, python: str = DEFAULT_PYTHON,
-          max_labs: int = 3, say: Say = print) -> Room:
+          max_labs: int = 3, idle_timeout: int = 3600, say: Say = print) -> Room:
     """Set up the room (accounts, shared environment) and start the hub; return the room's record."""
     require_root()
+    if idle_timeout < 1:
+        raise UsageError(f"--idle-timeout {idle_timeout}: a learner's server needs some seconds before it is "
+                         "culled.", "Use --idle-timeout SECONDS, at least 1 (the default is 3600, an hour).")
     if max_labs < 1:
         raise UsageError(f"--max-labs {max_labs}: a learner needs at least one lab cluster.",
                          "Use --max-labs 1 or more.")
@@ -632,9 +678,9 @@ def start(learners: int, prefix: Path | None = None, homes: Path | None = None, 
     room = previous or Room(prefix=str(prefix), homes=str(homes or "/home"), learner_prefix=learner_prefix,
                             admin=admin)
     room.prefix = str(prefix)
-    room.max_labs = max_labs
-    ports = free_ports(3)
-    room.port, room.hub_port, room.api_port = port or ports[0], ports[1], ports[2]
+    room.max_labs, room.idle_timeout = max_labs, idle_timeout
+    ports = free_ports(4)
+    room.port, room.hub_port, room.api_port, room.view_port = port or ports[0], ports[1], ports[2], ports[3]
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     room.save()
@@ -662,6 +708,8 @@ def start(learners: int, prefix: Path | None = None, homes: Path | None = None, 
         raise HubError(f"JupyterHub did not start: {error}",
                        f"Its log is {hub.log_path}; fix what it says, then 'krmcourse hub start' again.") from error
     say(f"The hub is running at {room.url} (on 127.0.0.1 only).")
+    say(f"The instructor's view of the room: {room.url}services/{VIEW}/ (log in as {room.admin}). Idle "
+        f"learners' servers, and their lab clusters, stop after {room.idle_timeout} s (--idle-timeout).")
     say(f"Learners: {', '.join(room.learners)}; admin: {room.admin}. Their passwords are in {passwords_file()} "
         "(only root can read it).")
     say("Add a learner: krmcourse hub add-learner NAME; remove one (stops their server and clusters): "
@@ -788,6 +836,9 @@ def _clean_up(room: Room) -> list[str]:
     if proxy is not None:
         killed.append(f"the proxy (pid {proxy})")
         _signal(psutil.Process(proxy), "kill")
+    for service in services_left():
+        killed.append(f"the hub's service {_command(service)}")
+        _signal(service, "kill")
     for name in room.accounts:
         if not processes_of(name):
             continue  # nothing of theirs runs (their clusters' processes would be theirs)
@@ -795,6 +846,18 @@ def _clean_up(room: Room) -> list[str]:
         killed += [f"{name}: {_command(p)}" for p in processes_of(name) if _alive(p)]
         kill_processes_of(name)
     return killed
+
+
+def services_left() -> list[psutil.Process]:
+    """The processes of this room's hub services (the view, the culler) that still run."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(ROOM_ENV) == str(hub_dir()) and _alive(proc):
+                found.append(proc)
+        except psutil.Error:  # gone meanwhile, or a process root cannot read (a kernel thread)
+            continue
+    return found
 
 
 def _command(proc: psutil.Process) -> str:
@@ -849,8 +912,12 @@ def status(say: Say = print) -> bool:
 
 def _clusters_of(name: str) -> list[Path]:
     try:
-        home = Path(pwd.getpwnam(name).pw_dir)
+        clusters = learner_state(name) / "kwok" / "clusters"  # the hub runs labs on kwok
     except KeyError:
         return []
-    clusters = home / ".local" / "state" / "krmcourse" / "kwok" / "clusters"  # the hub runs labs on kwok
     return [p for p in clusters.iterdir() if p.is_dir()] if clusters.is_dir() else []
+
+
+def labs_up(name: str) -> list[str]:
+    """The labs a learner has a cluster of (its first instance), in no particular order."""
+    return [p.name.removeprefix("krm-") for p in _clusters_of(name) if p.name.startswith("krm-")]

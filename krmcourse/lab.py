@@ -444,6 +444,7 @@ class Lab:
         with self._exclusive():
             if self.provider.exists(self.cluster) and self._broken_reason() is None and self._restore_to(at):
                 self._private_kubeconfig()
+                exercises.forget_results(self)  # as a cluster made again has none: no check has run on it
                 return self
             self._teardown()
             return self.up(at=at)

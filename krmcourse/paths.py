@@ -34,6 +34,22 @@ def state_dir() -> Path:
     return Path(base) / "krmcourse"
 
 
+@contextmanager
+def state_at(folder: Path) -> Iterator[None]:
+    """:func:`state_dir` is ``folder`` while the block runs: to read another user's clusters and checks
+    (the hub's instructor view reads each learner's). It sets ``KRMCOURSE_HOME`` for the whole process,
+    so only a single-threaded reader may use it."""
+    before = os.environ.get("KRMCOURSE_HOME")
+    os.environ["KRMCOURSE_HOME"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["KRMCOURSE_HOME"]
+        else:
+            os.environ["KRMCOURSE_HOME"] = before
+
+
 def labs_dir() -> Path:
     if env := os.environ.get("KRMCOURSE_LABS"):
         return Path(env).expanduser().resolve()

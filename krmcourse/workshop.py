@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from . import catalog
 from .errors import CheckFailed, KrmcourseError
+from .paths import state_at
 
 
 @dataclass
@@ -51,22 +53,28 @@ def format_schedule(slots: list[Slot]) -> str:
     return "\n".join(lines)
 
 
-def progress(lab_names: list[str] | None = None, run: bool = False) -> list[dict[str, str]]:
-    """One row per exercise of every lab: what its check said last ('solved', 'stuck' with the hint,
-    'error', or 'not tried'), when, or 'not up'.
+def progress(lab_names: list[str] | None = None, run: bool = False, state: Path | None = None) -> list[dict[str, str]]:
+    """One row per exercise of every lab (or of ``lab_names``): what its check said last ('solved',
+    'stuck' with the hint, 'error', or 'not tried'), when, or 'not up'.
+
+    ``state`` reads another user's state folder instead of this one's: the hub's instructor view
+    (:mod:`krmcourse.roomview`) reads each learner's, as root.
 
     By default nothing runs on the learner's cluster: the rows come from the results the learner's own
     checks kept (see :func:`krmcourse.exercises.last_result`). Some checks make load or restart a
     controller, which is the learner's business, not the instructor's view. ``run=True`` runs every
     check again now, and keeps what it says.
     """
+    if state is not None:
+        with state_at(state):
+            return progress(lab_names, run)
     from . import exercises
     from .lab import Lab
 
     rows = []
-    for spec in catalog.all_labs():
-        if lab_names and spec.name not in lab_names:
-            continue
+    # Only the labs asked for are read (the view asks every few seconds, for every learner).
+    specs = [catalog.get(n) for n in lab_names if n in catalog.names()] if lab_names else catalog.all_labs()
+    for spec in specs:
         if not spec.exercises:
             continue
         lab = Lab(spec.name, say=lambda _msg: None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from krmcourse import CheckFailed, Lab, UnknownExerciseError, catalog, workshop
+from krmcourse import CheckFailed, Lab, UnknownExerciseError, catalog, paths, workshop
 
 NEW_LAB = """\
 title: A lab added by an instructor
@@ -76,7 +76,7 @@ def test_an_unknown_exercise_suggests_the_close_one(labs_root):
 
 
 @pytest.mark.cluster
-def test_checks_fail_then_pass_and_up_at_skips_ahead(labs_root):
+def test_checks_fail_then_pass_and_up_at_skips_ahead(labs_root, tmp_path):
     lab = Lab("extra")
     assert [r["state"] for r in workshop.progress()] == ["not up", "not up"]
     try:
@@ -105,6 +105,9 @@ def test_checks_fail_then_pass_and_up_at_skips_ahead(labs_root):
         assert [r["state"] for r in rows] == ["solved", "error"]
         assert "KeyError" in rows[1]["hint"]
         assert [r["state"] for r in workshop.progress()] == ["solved", "error"], "a run's results are kept"
+        # Another user's state folder (the hub's view reads each learner's): there, the lab is not up.
+        assert [r["state"] for r in workshop.progress(state=tmp_path)] == ["not up", "not up"]
+        assert [r["state"] for r in workshop.progress(["extra"], state=paths.state_dir())] == ["solved", "error"]
     finally:
         lab.down()
     assert [r["state"] for r in workshop.progress()] == ["not up", "not up"]

@@ -21,6 +21,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -38,7 +39,7 @@ from browser.servers import ROOT
 from krmcourse import Lab, hub
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Locator, Page
 
 pytestmark = [pytest.mark.hub, pytest.mark.cluster]
 
@@ -176,8 +177,9 @@ def page(chromium: Browser) -> Iterator[Page]:
     assert not outside, f"the page asked for addresses outside 127.0.0.1: {outside[:5]}"
 
 
-def log_in(page: Page, room: MadeRoom, name: str, password: str) -> None:
-    page.goto(f"{room.url}hub/login")
+def log_in(page: Page, room: MadeRoom, name: str, password: str, then: str = "") -> None:
+    """Log in at the hub's page; ``then``: where the hub sends the browser next (default: the user's server)."""
+    page.goto(f"{room.url}hub/login" + (f"?next={then}" if then else ""))
     page.locator("#username_input").fill(name)
     page.locator("#password_input").fill(password)
     page.locator("#login_submit").click()
@@ -468,18 +470,143 @@ def test_when_a_learners_server_stops_their_lab_clusters_stop_too(room: MadeRoom
                     f"hub's log ends:\n{(hub.hub_dir() / 'jupyterhub.log').read_text()[-3000:]}", pytrace=False)
 
 
+# ----------------------------------------------------------------- the instructor's view
+#: The goal of issue 16: a learner's solved exercise shows in the instructor's view within this.
+SHOWS_WITHIN_MS = 10_000
+#: A reset from the view: the lab's cluster made again, on a busy two-core machine.
+RESET_MS = 300_000
+
+
+def view_url(room: MadeRoom) -> str:
+    return f"{room.url}services/{hub.VIEW}/"
+
+
+def open_view(page: Page, room: MadeRoom, name: str) -> None:
+    """Log in as ``name`` and open the view (straight there: a learner's login starts no server)."""
+    log_in(page, room, name, room.passwords[name], then=f"/services/{hub.VIEW}/")
+    page.wait_for_url(view_url(room))
+
+
+def exercise_row(page: Page, learner: str, lab: str, exercise: str, state: str) -> Locator:
+    return page.locator(f'#learner-{learner} tr[data-exercise="{lab}/{exercise}"][data-state="{state}"]')
+
+
+def root_files_in_home(name: str) -> list[str]:
+    """Files in a learner's home that root owns: the view reads their state as root, and must write nothing."""
+    home = Path(pwd.getpwnam(name).pw_dir)
+    return [str(p) for p in home.rglob("*") if p.lstat().st_uid == 0]
+
+
+def test_the_view_listens_on_loopback_only_and_refuses_who_is_not_logged_in(room: MadeRoom) -> None:
+    services = hub.services_left()
+    assert sorted(" ".join(commands([p])).split()[2] for p in services) == ["jupyterhub_idle_culler",
+                                                                           "krmcourse.roomview"], commands(services)
+    addresses = hub.listening([p.pid for p in services])
+    assert addresses == {("127.0.0.1", room.record.view_port)}, f"the hub's services listen on {addresses}"
+    room.ports |= {port for _, port in addresses}
+    # Without the hub's login: sent to the hub's OAuth (which asks for a login), and shown nothing.
+    request = urllib.request.Request(view_url(room))
+    with pytest.raises(urllib.error.HTTPError) as sent:
+        urllib.request.build_opener(NoRedirect).open(request, timeout=30)
+    assert sent.value.code == 302 and "/hub/api/oauth2/authorize" in sent.value.headers["Location"], sent.value
+    posted = urllib.request.Request(view_url(room), method="POST",
+                                    data=f"learner={room.learners[0]}&lab=welcome&at=".encode())
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.build_opener(NoRedirect).open(posted, timeout=30)
+    assert refused.value.code == 403, refused.value
+    assert room.learners[0] not in refused.value.read().decode(), "the refusal shows a learner"
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+@pytest.mark.timeout(900)
+def test_the_admin_sees_each_learners_checks_a_solve_within_10_s_and_resets_a_lab(room: MadeRoom,
+                                                                                    page: Page) -> None:
+    name, other = room.learners[0], room.learners[1]
+    up = learner_krmcourse(room, name, "up", "welcome")
+    assert up.returncode == 0, up.stderr
+    try:
+        checked = learner_krmcourse(room, name, "check", "welcome", "hello-namespace")
+        assert checked.returncode == 1 and "no Namespace called 'hello'" in checked.stderr, checked
+        open_view(page, room, room.admin)
+        stuck = exercise_row(page, name, "welcome", "hello-namespace", "stuck")
+        stuck.wait_for()
+        assert "no Namespace called 'hello'" in stuck.inner_text(), "the view does not show the hint the learner saw"
+        assert "No lab up." in page.locator(f"#learner-{other}").inner_text(), "a learner with no lab shows one"
+        # The learner solves it and checks again: the view shows it within 10 s.
+        solved = learner_krmcourse(room, name, "solve", "welcome", "hello-namespace")
+        assert solved.returncode == 0, solved.stderr
+        assert learner_krmcourse(room, name, "check", "welcome", "hello-namespace").returncode == 0
+        began = time.monotonic()
+        exercise_row(page, name, "welcome", "hello-namespace", "solved").wait_for(timeout=SHOWS_WITHIN_MS)
+        print(f"the view showed {name}'s solved exercise {time.monotonic() - began:.1f} s after their check")
+        # "reset this lab": the learner's lab comes back, as it starts, with the exercise not tried.
+        page.locator(f'#learner-{name} table[data-lab="welcome"] th button').click()
+        page.locator(f'#learner-{name} .reset[data-state="done"]').wait_for(timeout=RESET_MS)
+        assert learner_krmcourse(room, name, "kubectl", "welcome", "get", "namespace", "default").returncode == 0, \
+            "the lab is not up after the reset"
+        hello = learner_krmcourse(room, name, "kubectl", "welcome", "get", "namespace", "hello")
+        assert hello.returncode != 0 and "NotFound" in hello.stderr, f"the reset kept the learner's work: {hello}"
+        exercise_row(page, name, "welcome", "hello-namespace", "not tried").wait_for()
+        assert not root_files_in_home(name), f"root's files in {name}'s home: {root_files_in_home(name)[:5]}"
+    finally:
+        down = learner_krmcourse(room, name, "down", "welcome")
+        assert down.returncode == 0, down.stderr
+
+
+@pytest.mark.timeout(900)
+def test_a_reset_at_an_exercise_from_the_view_solves_the_ones_before(room: MadeRoom, page: Page) -> None:
+    name = room.learners[1]
+    up = learner_krmcourse(room, name, "up", "claims")
+    assert up.returncode == 0, up.stderr
+    try:
+        open_view(page, room, room.admin)
+        page.locator(f'#learner-{name} tr[data-exercise="claims/recycle-legacy"] button').click()
+        page.locator(f'#learner-{name} .reset[data-state="done"]').wait_for(timeout=RESET_MS)
+        before = learner_krmcourse(room, name, "check", "claims", "retain-billing")
+        assert before.returncode == 0, f"reset --at left the exercise before unsolved: {before.stderr}"
+        at = learner_krmcourse(room, name, "check", "claims", "recycle-legacy")
+        assert at.returncode == 1, f"reset --at solved the exercise it starts at: exit {at.returncode} {at.stderr}"
+        exercise_row(page, name, "claims", "retain-billing", "solved").wait_for(timeout=SHOWS_WITHIN_MS)
+        exercise_row(page, name, "claims", "recycle-legacy", "stuck").wait_for(timeout=SHOWS_WITHIN_MS)
+    finally:
+        down = learner_krmcourse(room, name, "down", "claims")
+        assert down.returncode == 0, down.stderr
+
+
+def test_a_learner_sees_only_their_own_row_and_resets_no_one_elses_lab(room: MadeRoom, page: Page) -> None:
+    name, other = room.learners[2], room.learners[0]
+    open_view(page, room, name)
+    page.locator(f"#learner-{name}").wait_for()
+    shown = page.locator("section").evaluate_all("sections => sections.map(s => s.id)")
+    assert shown == [f"learner-{name}"], f"{name} sees {shown}"
+    token = page.locator("input[name=_xsrf]")
+    assert token.count() == 0, "a learner with no lab up has buttons"
+    xsrf = page.context.cookies(view_url(room))
+    forged = page.request.post(view_url(room), form={"learner": other, "lab": "welcome", "at": "",
+                               "_xsrf": next((c["value"] for c in xsrf if c["name"] == "_xsrf"), "")})
+    assert forged.status == 403 and "may not reset" in forged.text(), \
+        f"{name} asked to reset {other}'s lab: {forged.status} {forged.text()[:200]}"
+
+
 # ----------------------------------------------------------------- a hub that dies, started again
 def test_a_hub_started_again_after_it_was_killed_cleans_up_what_the_dead_one_left(room: MadeRoom) -> None:
     start_server(room, room.learners[0])  # its server stopped in the test before
     old = [psutil.Process(pid) for pid in hub_and_proxy(room)]
+    services = hub.services_left()
+    assert len(services) == 2, f"expected the view and the culler, found {commands(services)}"
     servers = [p for uid in room.uids.values() for p in processes_of(uid) if "singleuser" in "".join(commands([p]))]
     old[0].kill()  # the hub only (SIGKILL): its proxy and the learners' servers run on
     Lab.wait_until(lambda: hub.running_hub() is None, 30, message="the killed hub still runs")
     again = krmcourse(*room.start)
     assert again.returncode == 0, f"hub start after a crash failed:\n{again.stdout}\n{again.stderr}"
     assert "stopped what it left running" in again.stdout, again.stdout
-    left = [p.pid for p in [*servers, *old[1:]] if _running(p)]
+    left = [p.pid for p in [*servers, *services, *old[1:]] if _running(p)]
     assert not left, f"processes of the dead hub still run: {left}"
+    assert "the hub's service" in again.stdout, again.stdout
     room.ports |= {port for _, port in hub.listening(hub_and_proxy(room))}
     room.ports |= {room.record.port, room.record.hub_port, room.record.api_port}
 
@@ -489,6 +616,42 @@ def _running(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+# ----------------------------------------------------------------- idle learners are culled
+#: A short idle timeout, for the culling test: the hub is started again with it.
+IDLE_SECONDS = 20
+
+
+@pytest.mark.timeout(900)
+def test_an_idle_learners_server_is_culled_and_their_lab_clusters_stop(room: MadeRoom) -> None:
+    stopped = krmcourse("hub", "stop")
+    assert stopped.returncode == 0 and "had to kill" not in stopped.stdout, stopped
+    room.start = [*room.start, "--idle-timeout", str(IDLE_SECONDS)]
+    again = krmcourse(*room.start)
+    assert again.returncode == 0, f"hub start --idle-timeout failed:\n{again.stdout}\n{again.stderr}"
+    assert f"stop after {IDLE_SECONDS} s" in again.stdout, again.stdout
+    room.ports |= {room.record.port, room.record.hub_port, room.record.api_port, room.record.view_port}
+    name = room.learners[2]
+    uid = room.uids[name]
+    start_server(room, name)
+    began = time.monotonic()
+    up = learner_krmcourse(room, name, "up", "welcome")
+    assert up.returncode == 0, up.stderr
+    assert any("kube-apiserver" in c for c in commands(processes_of(uid))), f"{name}'s lab cluster is not running"
+    try:
+        Lab.wait_until(lambda: not processes_of(uid), 300, interval=0.5)
+    except TimeoutError:
+        pytest.fail(f"{name}'s server was idle for {time.monotonic() - began:.0f} s, and their processes still run: "
+                    f"{commands(processes_of(uid))}; the hub's log ends:\n"
+                    f"{(hub.hub_dir() / 'jupyterhub.log').read_text()[-3000:]}", pytrace=False)
+    culled = time.monotonic() - began
+    status, user = hub.api(room.record, "GET", f"users/{name}")
+    assert status == 200 and not user["server"], f"the hub still lists {name}'s server: {user}"
+    log = (hub.hub_dir() / "jupyterhub.log").read_text()
+    assert re.search(rf"Culling server {name} \(inactive for", log), "the culler did not say it culled the server"
+    assert culled > IDLE_SECONDS, f"{name}'s server was stopped after {culled:.0f} s, before it was idle long enough"
+    print(f"{name}'s idle server, and their lab cluster, stopped {culled:.0f} s after the server started")
 
 
 # ----------------------------------------------------------------- stop
@@ -508,6 +671,7 @@ def test_hub_stop_leaves_no_process_port_or_account(room: MadeRoom) -> None:
         "the hub or its proxy still runs"
     left = [c[:120] for uid in room.uids.values() for c in commands(processes_of(uid))]
     assert not left, f"processes of the room's accounts still run: {left}"
+    assert not hub.services_left(), f"the hub's services still run: {commands(hub.services_left())}"
     # A port the room let go may already serve another test's cluster: only the room's own listeners count.
     ours = set(room.uids.values())
     still = [(c.laddr.port, c.pid) for c in psutil.net_connections(kind="inet")

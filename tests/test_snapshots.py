@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from krmcourse import Lab, doctor, snapshots
+from krmcourse import Lab, doctor, exercises, snapshots
 
 pytestmark = [pytest.mark.cluster, pytest.mark.every_provider]
 
@@ -94,9 +94,12 @@ def test_reset_restores_the_start(lab: Lab, said: Said) -> None:
     many = snapshots.MAX_OPS + 30  # more changes than etcd takes in one transaction
     lab.apply([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"extra-{i}", "namespace": TEAM}}
                for i in range(many)])
+    lab.check("orphan-children")  # solved in the state the module's lab starts from
+    assert (exercises.last_result(lab, "orphan-children") or {}).get("state") == "solved"
     said.clear()
     lab.reset()
     assert "restored the start snapshot" in said and "solving" not in said, said
+    assert exercises.last_result(lab, "orphan-children") is None, "a reset kept what the checks said before it"
     assert not [c for c in json.loads(lab.kubectl("get", "configmaps", "-n", TEAM, "-o", "json"))["items"]
                 if c["metadata"]["name"].startswith("extra-")]
     assert _solved(lab) == {"orphan-children": False, "adopt-service": False, LAST: False}
