@@ -36,7 +36,7 @@ import yaml
 from . import hub, pins, toolchain
 from .errors import ProviderError, ToolchainError, UsageError
 from .nodeimage import Say, debootstrap, docker, image_exists, import_folder, older_tags, remove_tree, timed
-from .paths import cache_dir
+from .paths import cache_dir, file_lock
 
 #: Debian packages of the image: Python and its venv module, tini (PID 1, reaping the lab's processes
 #: when they exit), CA certificates, and procps (ps and top, for a learner's terminal).
@@ -138,6 +138,11 @@ def _wheel_files() -> list[tuple[Path, Path]]:
         raise ToolchainError(f"The wheelhouse {hub.wheelhouse()} is empty; the image installs its Python packages "
                              "from it.", "Run 'krmcourse hub prepare' (./course install does it, as root) while "
                                          "PyPI is reachable, then 'krmcourse image build' again.")
+    filled_for = set((hub.wheelhouse() / ".requirements").read_text().splitlines()[1:])
+    if missing := [r for r in hub.requirements() if r not in filled_for]:
+        raise ToolchainError(f"The wheelhouse {hub.wheelhouse()} was not filled for {', '.join(missing)}, which "
+                             "the course needs now.", "Run 'krmcourse hub prepare' again while PyPI is reachable, then "
+                                              "'krmcourse image build'.")
     return [(w, Path("wheelhouse") / w.name) for w in wheels]
 
 
@@ -207,6 +212,17 @@ def build(say: Say = print, force: bool = False) -> str:
         say(f"  user image {tag} is already there")
         return tag
     context = cache_dir() / "user-image" / "context"
+    with file_lock(cache_dir() / "user-image" / "build.lock",
+                   waiting=lambda: say("  waiting for another build of the user image to finish")):
+        if image_exists(tag) and not force:  # the other build made it
+            return tag
+        _build(tag, venv, wheels, files, context, force, say)
+    say(f"  user image {tag} is ready ({image_size(tag) / 2**20:.0f} MiB)")
+    return tag
+
+
+def _build(tag: str, venv: str, wheels: list[tuple[Path, Path]], files: list[tuple[Path, Path]], context: Path,
+           force: bool, say: Say) -> None:
     try:
         with timed("user base image", say):
             if force or not image_exists(base_tag()):
@@ -225,8 +241,6 @@ def build(say: Say = print, force: bool = False) -> str:
                                 ("krmcourse/user-base", base_tag())):
         for stale in older_tags(repository, current):
             docker("rmi", stale, check=False, hint=HINT)
-    say(f"  user image {tag} is ready ({image_size(tag) / 2**20:.0f} MiB)")
-    return tag
 
 
 def _trim(root: Path) -> None:
