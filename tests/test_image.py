@@ -4,8 +4,9 @@
 container of it with ``docker run`` under the options :func:`krmcourse.userimage.run_options` reads from
 ``deploy/z2jh/values.yaml``: uid 1000 in group 100, every capability dropped, no privilege escalation,
 the memory limit, no swap. Inside, a learner's lab comes up, notebook 00 runs, and ``krmcourse down``
-leaves no process and no folder of the lab; the image's own entry point, ``jupyterhub-singleuser``,
-serves. Every container is removed at the end, failed or not. See tests/README.md, "The image test".
+leaves no process and no folder of the lab. A real JupyterHub, with its proxy, starts the image's
+``jupyterhub-singleuser`` under the same options and serves it to the learner. Every container is
+removed at the end, failed or not. See tests/README.md, "The image test".
 """
 
 from __future__ import annotations
@@ -165,30 +166,161 @@ def test_a_learner_brings_up_a_lab_runs_notebook_00_and_down_leaves_nothing(
     assert container.inspect()["State"]["OOMKilled"] is False
 
 
+#: JupyterHub's configuration for the test's hub: a spawner that starts the image as KubeSpawner would a
+#: pod (the values' options, the hub's environment for the server, ``singleuser.cmd``), but with
+#: ``docker run`` on this machine's network, so that the server and the hub reach each other on 127.0.0.1.
+HUB_CONFIG = """
+import asyncio, json, subprocess
+from jupyterhub.spawner import Spawner
+from traitlets import Unicode
+
+
+class ImageSpawner(Spawner):
+    container = Unicode("")
+
+    def load_state(self, state):
+        super().load_state(state)
+        self.container = state.get("container", "")
+
+    def get_state(self):
+        return {{**super().get_state(), "container": self.container}}
+
+    def clear_state(self):
+        super().clear_state()
+        self.container = ""
+
+    async def start(self):
+        env = [f"--env={{k}}={{v}}" for k, v in self.get_env().items()]
+        argv = ["docker", "run", "--detach", "--network=host", "--label=krmcourse.test={label}", *{options!r},
+                *env, {image!r}, *self.cmd, *self.get_args()]
+        done = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(done.stderr)
+        self.container = done.stdout.strip()
+        return ("127.0.0.1", self.port)
+
+    async def poll(self):
+        if not self.container:
+            return 0
+        done = await asyncio.to_thread(subprocess.run, ["docker", "inspect", "--format", "{{{{.State.Running}}}}",
+                                                        self.container], capture_output=True, text=True)
+        return None if done.stdout.strip() == "true" else 1
+
+    async def stop(self, now=False):
+        if self.container:
+            await asyncio.to_thread(subprocess.run, ["docker", "rm", "--force", "--volumes", self.container],
+                                    capture_output=True)
+
+
+c.JupyterHub.spawner_class = ImageSpawner
+c.JupyterHub.bind_url = "http://127.0.0.1:{proxy_port}"
+c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
+c.JupyterHub.db_url = "sqlite:///{folder}/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = "{folder}/cookie_secret"
+c.JupyterHub.cleanup_servers = True
+c.ConfigurableHTTPProxy.command = [{proxy!r}]
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api_port}"
+c.ConfigurableHTTPProxy.pid_file = "{folder}/proxy.pid"
+c.JupyterHub.services = [{{"name": "test", "api_token": {token!r}}}]
+c.JupyterHub.load_roles = [{{"name": "admin", "services": ["test"]}}]
+c.Authenticator.allowed_users = {{"learner"}}
+c.Spawner.cmd = {cmd!r}
+c.Spawner.ip = "127.0.0.1"
+c.Spawner.port = {server_port}
+c.Spawner.env_keep = []
+c.Spawner.start_timeout = 300
+c.Spawner.http_timeout = 300
+"""
+
+
+def hub_api(url: str, token: str, method: str = "GET", path: str = "") -> tuple[int, object]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url + path, method=method, headers={"Authorization": f"token {token}"},
+                                     data=b"{}" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            body = answer.read()
+            return answer.status, json.loads(body) if body else None
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace")
+
+
 @pytest.mark.image
-def test_the_entry_point_starts_jupyterhub_singleuser(
-        containers: list[Container], image: str, values: dict[str, object]) -> None:
-    """The image's own command, with the environment KubeSpawner gives it, starts JupyterLab as the hub's
-    single-user server and asks for its hub where KubeSpawner said. No hub runs here, so after its retries
-    it exits 1 (which the test does not wait for): that a hub then serves it was not run here."""
-    prefix = "/user/learner/"
-    api = "http://127.0.0.1:8081/hub/api"
-    env = {"JUPYTERHUB_API_TOKEN": secrets.token_hex(16), "JUPYTERHUB_API_URL": api,
-           "JUPYTERHUB_BASE_URL": "/", "JUPYTERHUB_SERVICE_PREFIX": prefix, "JUPYTERHUB_USER": "learner",
-           "JUPYTERHUB_CLIENT_ID": "jupyterhub-user-learner", "JUPYTERHUB_HOST": "",
-           "JUPYTERHUB_OAUTH_CALLBACK_URL": f"{prefix}oauth_callback",
-           "JUPYTERHUB_SERVICE_URL": f"http://0.0.0.0:8888{prefix}"}
-    container = start(containers, image, values, [], env)
-    config = container.inspect()["Config"]
-    assert isinstance(config, dict)
-    assert config["Entrypoint"] == ["tini", "-g", "--"] and config["Cmd"] == ["jupyterhub-singleuser"]
-    wanted = ["jupyterhub single-user server extension version", "jupyterlab | extension was successfully linked",
-              f"Failed to connect to my Hub at {api}"]
-    deadline, log = time.monotonic() + 300, ""
-    while time.monotonic() < deadline and not all(w in log for w in wanted):
-        log = docker("logs", container.id).stderr
-        time.sleep(1)  # a poll interval: the server is starting
-    assert all(w in log for w in wanted), log[-3000:]
-    server = [p for p in container.processes() if "jupyterhub-singleuser" in p]
-    assert server, container.processes()
-    assert container.exec("id", "-u").stdout.strip() == "1000"
+def test_a_real_hub_starts_the_image_and_serves_jupyterlab_through_it(
+        image: str, values: dict[str, object], tmp_path: Path) -> None:
+    """JupyterHub 6.1.1 with its proxy, on 127.0.0.1, starts a learner's server from the image under the
+    values' options; the server reports to the hub, which routes the learner's requests to it; stopping
+    the server removes the container."""
+    from krmcourse import hub
+    from krmcourse.providers.kwok import free_ports
+
+    if not hub.proxy_command().exists() or not (hub.wheelhouse() / ".requirements").is_file():
+        pytest.fail(f"The hub's downloads are not in {hub.downloads_dir()}: run 'krmcourse hub prepare' "
+                    "(./course install does it, as root).", pytrace=False)
+    venv = tmp_path / "hub-venv"
+    subprocess.run([hub.DEFAULT_PYTHON, "-m", "venv", str(venv)], check=True)
+    jupyterhub = next(r for r in hub.requirements() if r.startswith("jupyterhub"))
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-index", "--find-links",
+                    str(hub.wheelhouse()), jupyterhub], check=True, timeout=600)
+    single = values["singleuser"]
+    assert isinstance(single, dict)
+    label, token = f"image-hub-{secrets.token_hex(4)}", secrets.token_hex(32)
+    proxy_port, hub_port, api_port, server_port = free_ports(4)
+    config = tmp_path / "jupyterhub_config.py"
+    config.write_text(HUB_CONFIG.format(label=label, options=userimage.run_options(values), image=image,
+                                        proxy_port=proxy_port, hub_port=hub_port, api_port=api_port,
+                                        server_port=server_port, folder=tmp_path, proxy=str(hub.proxy_command()),
+                                        token=token, cmd=[single["cmd"]]))
+    log = tmp_path / "jupyterhub.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([str(venv / "bin" / "jupyterhub"), "-f", str(config)], cwd=tmp_path,
+                                   stdout=out, stderr=subprocess.STDOUT, env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+                                                                               "HOME": str(tmp_path)})
+    url = f"http://127.0.0.1:{proxy_port}/"
+    try:
+        deadline = time.monotonic() + 180
+        while "JupyterHub is now running" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)  # a poll interval: the hub is starting
+        api = f"{url}hub/api/"
+        # (the hub made the learner from its allowed users)
+        assert hub_api(api, token, "POST", "users/learner/server")[0] in (201, 202)
+        deadline, server = time.monotonic() + 300, {}
+        while not server.get("ready"):
+            status, user = hub_api(api, token, path="users/learner")
+            assert status == 200 and isinstance(user, dict), user
+            server = user.get("servers", {}).get("", {})
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(1)  # a poll interval: the server is starting
+        containers = docker("ps", "--quiet", "--filter", f"label=krmcourse.test={label}").stdout.split()
+        assert len(containers) == 1
+        seen = json.loads(docker("inspect", containers[0]).stdout)[0]
+        assert seen["Config"]["User"] == "1000:100" and seen["HostConfig"]["CapDrop"] == ["ALL"]
+        assert seen["Config"]["Entrypoint"] == ["tini", "-g", "--"] and seen["Config"]["Cmd"][0] == single["cmd"]
+        made_by = json.loads(docker("image", "inspect", image).stdout)[0]["Config"]
+        assert made_by["Cmd"] == ["jupyterhub-singleuser"]  # the image's own command, if z2jh's cmd is null
+        # The learner's own token, through the hub's proxy, to their server: the server asks the hub who it is.
+        status, made = hub_api(api, token, "POST", "users/learner/tokens")
+        assert status == 201 and isinstance(made, dict), made
+        status, answer = hub_api(url, made["token"], path="user/learner/api/status")
+        assert status == 200 and isinstance(answer, dict) and "started" in answer, answer
+        status, answer = hub_api(url, secrets.token_hex(16), path="user/learner/api/status")
+        assert status == 403, (status, answer)
+        assert hub_api(api, token, "DELETE", "users/learner/server")[0] in (202, 204)
+        deadline = time.monotonic() + 120
+        while docker("ps", "--all", "--quiet", "--filter", f"label=krmcourse.test={label}").stdout.split():
+            assert time.monotonic() < deadline, "the stopped server's container is still there"
+            time.sleep(0.5)  # a poll interval: the spawner removes it
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        proxy_pid = tmp_path / "proxy.pid"
+        if proxy_pid.is_file():
+            subprocess.run(["kill", proxy_pid.read_text().strip()], capture_output=True)
+        for left in docker("ps", "--all", "--quiet", "--filter", f"label=krmcourse.test={label}").stdout.split():
+            docker("rm", "--force", "--volumes", left, check=False)
