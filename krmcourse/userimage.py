@@ -232,9 +232,9 @@ def _build(tag: str, venv: str, wheels: list[tuple[Path, Path]], files: list[tup
                     import_folder(root, base_tag(), ["ENV LANG=C.UTF-8", 'CMD ["/bin/bash"]'])
         with timed("user image venv", say):
             if force or not image_exists(venv):
-                _docker_build(stage(context, wheels, venv_dockerfile()), venv)
+                _docker_build(stage(context, wheels, venv_dockerfile()), venv, force)
         with timed("user image", say):
-            _docker_build(stage(context, files, dockerfile(venv)), tag)
+            _docker_build(stage(context, files, dockerfile(venv)), tag, force)
     finally:
         remove_tree(context)
     for repository, current in (("krmcourse/user", tag), ("krmcourse/user-venv", venv),
@@ -253,11 +253,12 @@ def _trim(root: Path) -> None:
                 path.unlink()
 
 
-def _docker_build(context: Path, tag: str) -> None:
+def _docker_build(context: Path, tag: str, force: bool) -> None:
     # The classic builder: the engine here has no buildx; it caches each step by its instruction and the
     # checksums of the files it copies.
     started = time.monotonic()
-    done = subprocess.run(["docker", "build", "--quiet", "-t", tag, str(context)], capture_output=True,
+    cache = ["--no-cache"] if force else []
+    done = subprocess.run(["docker", "build", "--quiet", *cache, "-t", tag, str(context)], capture_output=True,
                           env={**os.environ, "DOCKER_BUILDKIT": "0"}, timeout=3600)
     if done.returncode != 0:
         raise ToolchainError(f"docker build of {tag} failed after {time.monotonic() - started:.0f} s:\n"
