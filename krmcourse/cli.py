@@ -276,6 +276,16 @@ def cmd_hub(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_image(args: argparse.Namespace) -> int:
+    from . import userimage
+
+    if args.action == "build":
+        print(userimage.build(_say, force=args.force))
+    else:
+        print(userimage.image_tag())
+    return 0
+
+
 def port_number(text: str) -> int:
     """A TCP port from the command line: 0 (any free port) to 65535."""
     try:
@@ -387,6 +397,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--python", default="/usr/bin/python3", help="the Python the shared venv is made with")
     p.add_argument("--remove-accounts", action="store_true", help="stop: remove the room's accounts and homes too")
     p.set_defaults(fn=cmd_hub)
+    p = sub.add_parser("image", help="the user image for a JupyterHub on Kubernetes (z2jh), made here with Docker "
+                                     "(deploy/z2jh/values.yaml runs it)")
+    p.add_argument("action", choices=["build", "tag"],
+                   help="build: make the image unless one of the same content is there, and print its tag; "
+                        "tag: print the tag the course's current files make")
+    p.add_argument("--force", action="store_true", help="build: rebuild the base and the image even if there")
+    p.set_defaults(fn=cmd_image)
     return parser
 
 

@@ -81,25 +81,25 @@ def chosen_image() -> str | None:
 def ready() -> bool:
     """Whether the node image to use is at hand (a published one is pulled by kind itself)."""
     image = chosen_image()
-    return image is None or _image_exists(image)
+    return image is None or image_exists(image)
 
 
-def _docker(*args: str, input: bytes | None = None, timeout: float = 600,
-            check: bool = True) -> subprocess.CompletedProcess[bytes]:
+def docker(*args: str, input: bytes | None = None, timeout: float = 600, check: bool = True,
+           hint: str = DOCKER_HINT) -> subprocess.CompletedProcess[bytes]:
+    """Run a docker command; a failure (with ``check``) is a ToolchainError that ends in ``hint``."""
     try:
         done = subprocess.run(["docker", *args], input=input, capture_output=True, timeout=timeout)
     except FileNotFoundError as exc:
-        raise ProviderError("Docker is not installed, and the kind node image is a Docker image.",
-                            DOCKER_HINT) from exc
+        raise ProviderError("Docker is not installed, and the course's images are Docker images.", hint) from exc
     if check and done.returncode != 0:
         raise ToolchainError(f"'docker {' '.join(args[:3])}' failed: {done.stderr.decode(errors='replace')[-1500:]}",
-                             DOCKER_HINT)
+                             hint)
     return done
 
 
-def _image_exists(image: str) -> bool:
+def image_exists(image: str) -> bool:
     try:
-        return _docker("image", "inspect", image, check=False, timeout=60).returncode == 0
+        return docker("image", "inspect", image, check=False, timeout=60).returncode == 0
     except ProviderError:
         return False
 
@@ -109,7 +109,7 @@ def build(say: Say = print, force: bool = False) -> str:
     if os.environ.get("KRMCOURSE_KIND_IMAGE"):
         raise ToolchainError("KRMCOURSE_KIND_IMAGE is set, so the node image is not built here.",
                              "Unset it to build the local node image.")
-    if _docker("info", check=False, timeout=60).returncode != 0:
+    if docker("info", check=False, timeout=60).returncode != 0:
         raise ProviderError("Docker is installed but its engine does not answer ('docker info' failed).",
                             DOCKER_HINT)
     missing = [c for c in toolchain.KIND_COMPONENTS if not c.built]
@@ -117,30 +117,30 @@ def build(say: Say = print, force: bool = False) -> str:
         raise ToolchainError(f"The node image needs {', '.join(c.name + ' ' + c.version for c in missing)}.",
                              "Run 'krmcourse toolchain install --provider kind'.")
     tag = node_tag()
-    if _image_exists(tag) and not force:
+    if image_exists(tag) and not force:
         say(f"  node image {tag} is already there")
         return tag
-    with _timed("kind base image", say):
-        if force or not _image_exists(base_tag()):
+    with timed("kind base image", say):
+        if force or not image_exists(base_tag()):
             _build_base(say)
-    with _timed("kind component images", say):
+    with timed("kind component images", say):
         images = _component_images(say)
-    with _timed("kind node image", say):
+    with timed("kind node image", say):
         _assemble(images, say)
-    for stale in _older("krmcourse/kind-node", tag) + _older("krmcourse/kind-base", base_tag()):
-        _docker("rmi", stale, check=False)  # each is over a gigabyte; a cluster still using one keeps it
+    for stale in older_tags("krmcourse/kind-node", tag) + older_tags("krmcourse/kind-base", base_tag()):
+        docker("rmi", stale, check=False)  # each is over a gigabyte; a cluster still using one keeps it
     say(f"  node image {tag} is ready")
     return tag
 
 
-def _older(repository: str, current: str) -> list[str]:
+def older_tags(repository: str, current: str) -> list[str]:
     """Tags of ``repository`` in the engine other than ``current``: images an earlier recipe made."""
-    done = _docker("images", repository, "--format", "{{.Repository}}:{{.Tag}}", check=False)
+    done = docker("images", repository, "--format", "{{.Repository}}:{{.Tag}}", check=False)
     return [t for t in done.stdout.decode().split() if t != current]
 
 
 @contextmanager
-def _timed(phase: str, say: Say) -> Iterator[None]:
+def timed(phase: str, say: Say) -> Iterator[None]:
     started = time.monotonic()
     say(f"  {phase} ...")
     yield
@@ -155,35 +155,43 @@ def _kind_files() -> Path:
 
 
 def _build_base(say: Say) -> None:
-    if os.geteuid() != 0:
-        raise ToolchainError("Making the node image's root file system with debootstrap needs root.",
-                             "Run 'sudo krmcourse toolchain install --provider kind', or use kind's published "
-                             "node image: KRMCOURSE_KIND_IMAGE=published.")
-    if not shutil.which("debootstrap"):
-        raise ToolchainError("debootstrap is not installed; it makes the node image's Debian root file system.",
-                             "Install it (Debian: apt-get install debootstrap), or use kind's published node "
-                             "image: KRMCOURSE_KIND_IMAGE=published.")
-    work = cache_dir() / "toolchain" / ".kind-base"
-    _remove_tree(work)  # a half-made root file system from an interrupted build
-    work.mkdir(parents=True)
-    root = work / "rootfs"
-    try:
-        say(f"  debootstrap {pins.DEBIAN} ({len(PACKAGES)} packages)")
-        done = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", pins.DEBIAN,
-                               str(root)], capture_output=True, text=True, timeout=1800)
-        if done.returncode != 0:
-            raise ToolchainError(f"debootstrap failed:\n{(done.stdout + done.stderr)[-2000:]}",
-                                 "Check that Debian's package mirror is reachable, then try again.")
+    with debootstrap(PACKAGES, "the node image", say) as root:
         _install_kind_files(root)
         _install_runtime(root)
         _configure_systemd(root)
         say("  importing the base image")
-        _import(root, base_tag(), ["ENV container=docker", f"ENTRYPOINT {ENTRYPOINT}"])
+        import_folder(root, base_tag(), ["ENV container=docker", f"ENTRYPOINT {ENTRYPOINT}"])
+
+
+@contextmanager
+def debootstrap(packages: tuple[str, ...], image: str, say: Say) -> Iterator[Path]:
+    """A Debian root file system holding ``packages``, made by debootstrap in the cache for the block to
+    finish and import; removed afterwards, whatever happens. ``image`` names what it is for, in errors."""
+    if os.geteuid() != 0:
+        raise ToolchainError(f"Making {image}'s root file system with debootstrap needs root.",
+                             "Run the command with sudo, or, for the kind node image, use kind's published "
+                             "node image: KRMCOURSE_KIND_IMAGE=published.")
+    if not shutil.which("debootstrap"):
+        raise ToolchainError(f"debootstrap is not installed; it makes {image}'s Debian root file system.",
+                             "Install it (Debian: apt-get install debootstrap), or, for the kind node image, use "
+                             "kind's published node image: KRMCOURSE_KIND_IMAGE=published.")
+    work = cache_dir() / "toolchain" / f".rootfs-{re.sub(r'[^a-z0-9]+', '-', image.lower()).strip('-')}"
+    remove_tree(work)  # a half-made root file system from an interrupted build
+    work.mkdir(parents=True)
+    root = work / "rootfs"
+    try:
+        say(f"  debootstrap {pins.DEBIAN} ({len(packages)} packages)")
+        done = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", pins.DEBIAN,
+                               str(root)], capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            raise ToolchainError(f"debootstrap failed:\n{(done.stdout + done.stderr)[-2000:]}",
+                                 "Check that Debian's package mirror is reachable, then try again.")
+        yield root
     finally:
-        _remove_tree(work)
+        remove_tree(work)
 
 
-def _remove_tree(folder: Path) -> None:
+def remove_tree(folder: Path) -> None:
     """Remove a root file system folder, unmounting first what an interrupted debootstrap left mounted
     in it (its /proc, say): removing files through a live mount would reach the real ones."""
     if not folder.exists():
@@ -254,7 +262,7 @@ rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc /usr/share/man /
                              "Run 'krmcourse toolchain install --provider kind' again.")
 
 
-def _import(root: Path, tag: str, changes: list[str]) -> None:
+def import_folder(root: Path, tag: str, changes: list[str]) -> None:
     """``docker import`` a folder as an image, streaming it through tar."""
     args = ["docker", "import"]
     for change in changes:
@@ -329,10 +337,10 @@ def _component_images(say: Say) -> Path:
     names.append(images["kube-proxy"])
     say(f"  saving {len(names)} images for preloading")
     try:
-        _docker("save", "-o", str(archive), *names, timeout=1200)
+        docker("save", "-o", str(archive), *names, timeout=1200)
     finally:
         # They live on in the archive, and then in the node image; the engine need not keep them.
-        _docker("rmi", *names, check=False)
+        docker("rmi", *names, check=False)
     return archive
 
 
@@ -349,25 +357,25 @@ def _program_image(binary: Path, inside: str, tag: str, tmp: Path, entrypoint: s
         info.mode = 0o755
         with open(binary, "rb") as fh:
             tar.addfile(info, fh)
-    _docker("import", "--change", f"ENTRYPOINT {entrypoint}", "--change",
+    docker("import", "--change", f"ENTRYPOINT {entrypoint}", "--change",
             "ENV PATH=/usr/local/bin:/usr/bin:/bin", str(layer), tag)
 
 
 def _kube_proxy_image(tag: str) -> None:
     with _container(base_tag()) as cid:
-        _docker("cp", str(toolchain.KUBERNETES_NODE.binary("kube-proxy")), f"{cid}:/usr/local/bin/kube-proxy")
-        _docker("commit", "--change", 'ENTRYPOINT ["/usr/local/bin/kube-proxy"]', cid, tag)
+        docker("cp", str(toolchain.KUBERNETES_NODE.binary("kube-proxy")), f"{cid}:/usr/local/bin/kube-proxy")
+        docker("commit", "--change", 'ENTRYPOINT ["/usr/local/bin/kube-proxy"]', cid, tag)
 
 
 @contextmanager
 def _container(image: str) -> Iterator[str]:
     """A container of ``image`` that only sleeps, for copying into and committing; removed afterwards."""
-    cid = _docker("run", "-d", "--entrypoint=sleep", "--security-opt", "seccomp=unconfined", image,
+    cid = docker("run", "-d", "--entrypoint=sleep", "--security-opt", "seccomp=unconfined", image,
                   "infinity").stdout.decode().strip()
     try:
         yield cid
     finally:
-        _docker("rm", "-f", "-v", cid, check=False)
+        docker("rm", "-f", "-v", cid, check=False)
 
 
 # ------------------------------------------------------------------------------------------- node
@@ -376,11 +384,11 @@ def _assemble(archive: Path, say: Say) -> None:
     try:
         with _container(base_tag()) as cid:
             for command in ("kubelet", "kubeadm", "kubectl"):
-                _docker("cp", str(toolchain.KUBERNETES_NODE.binary(command)), f"{cid}:/usr/bin/{command}")
-            _docker("exec", cid, "sh", "-c", f"echo {pins.KUBERNETES} > /kind/version")
-            _docker("exec", cid, "bash", "-c", "nohup containerd > /dev/null 2>&1 &")
+                docker("cp", str(toolchain.KUBERNETES_NODE.binary(command)), f"{cid}:/usr/bin/{command}")
+            docker("exec", cid, "sh", "-c", f"echo {pins.KUBERNETES} > /kind/version")
+            docker("exec", cid, "bash", "-c", "nohup containerd > /dev/null 2>&1 &")
             deadline = time.monotonic() + 60
-            while _docker("exec", cid, "ctr", "version", check=False).returncode != 0:
+            while docker("exec", cid, "ctr", "version", check=False).returncode != 0:
                 if time.monotonic() > deadline:
                     raise ToolchainError("containerd did not start in the node image build container.",
                                          "Run 'krmcourse toolchain install --provider kind' again.")
@@ -395,9 +403,9 @@ def _assemble(archive: Path, say: Say) -> None:
                                      "Run 'krmcourse toolchain install --provider kind' again.")
             # Let containerd close its database before the container is committed.
             # (The build container's PID 1 is sleep, which reaps nobody: a stopped containerd stays a zombie.)
-            _docker("exec", cid, "sh", "-c",
+            docker("exec", cid, "sh", "-c",
                     "pkill containerd; while ps -o stat= -C containerd | grep -qv Z; do sleep 0.2; done")
-            _docker("commit", cid, f"{node_tag()}-unfinished")
+            docker("commit", cid, f"{node_tag()}-unfinished")
         # docker commit cannot set the stop signal; a build with no context can. systemd, the node's
         # PID 1, shuts down cleanly on SIGRTMIN+3, as kind's own node image says.
         dockerfile = (f"FROM {node_tag()}-unfinished\nSTOPSIGNAL SIGRTMIN+3\nENTRYPOINT {ENTRYPOINT}\n"
@@ -409,4 +417,4 @@ def _assemble(archive: Path, say: Say) -> None:
                                  DOCKER_HINT)
     finally:
         archive.unlink(missing_ok=True)
-        _docker("rmi", f"{node_tag()}-unfinished", check=False)
+        docker("rmi", f"{node_tag()}-unfinished", check=False)

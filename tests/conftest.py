@@ -82,12 +82,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return LoadFileExceptSpread(config, log)
 
 
+def image_tests_asked(config: pytest.Config) -> bool:
+    """The image tests need root and Docker's engine: they run when the run asks for them, and then fail,
+    never skip, where the engine is stopped."""
+    return os.environ.get("KRMCOURSE_IMAGE_TESTS") == "1" or "image" in (config.getoption("markexpr") or "")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Tests of one provider's own machinery run when the run uses that provider: a kwok run says so
     # rather than failing for want of Docker, and a kind run never skips them.
     for item in items:
         if item.path.suffix == ".ipynb":  # a learner runs every notebook on whichever provider they have
             item.add_marker(pytest.mark.every_provider)
+        if item.get_closest_marker("image") and not image_tests_asked(config):
+            item.add_marker(pytest.mark.skip(reason="builds and runs the user image with Docker: "
+                                                    "KRMCOURSE_IMAGE_TESTS=1 or '-m image' runs it (CI does)"))
         for name in ("kind", "kwok"):
             if name in item.keywords and run_provider() != name:
                 item.add_marker(pytest.mark.skip(reason=f"tests the {name} provider, and this run uses "
