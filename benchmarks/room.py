@@ -20,6 +20,13 @@ its own, so it never meets another hub on the machine), then, as a room would:
    the CPU every one of the room's processes spends over ``--window`` seconds (from /proc/PID/stat); and
    the machine's MemAvailable before the room and with it idle.
 
+With ``--cull-rounds R`` it instead checks that a room leaks nothing: one room of the first ``--learners``,
+with the culler's timeout at ``--cull-timeout`` seconds, R times starts every learner's server, kernel and
+lab (``--at-once`` at a time), leaves a file in each home, walks away (closes the kernels' connections)
+and waits until the culler has stopped every server and the hub's post-stop hook every lab cluster; then
+no process of the learners may run or listen, no lab cluster may be recorded, and no file of theirs may be
+lost. It writes benchmarks/results/room_culling-YYYYMMDD-HHMM.json.
+
 Then ``hub.stop(remove_accounts=True)`` and a check that nothing is left: no process of the room's
 accounts, no account, no home, no port of the room listening. It cleans up on a failure and on Ctrl-C or
 SIGTERM too. It prints a table and writes benchmarks/results/room-YYYYMMDD-HHMM.json with the machine's
@@ -274,7 +281,7 @@ def concurrently(items: list[Learner], at_once: int, step: Callable[[Learner], A
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def make_room(learners: int, base: Path, say: Callable[[str], None]) -> MadeRoom:
+def make_room(learners: int, base: Path, say: Callable[[str], None], idle_timeout: int = 3600) -> MadeRoom:
     tag = secrets.token_hex(2)
     prefix = f"kr{tag}l"
     names = [*hub.learner_names(prefix, learners), f"kr{tag}admin"]
@@ -282,7 +289,7 @@ def make_room(learners: int, base: Path, say: Callable[[str], None]) -> MadeRoom
     if taken:
         raise RoomError(f"accounts {taken} exist already; run the benchmark again (it picks another name).")
     room = hub.start(learners, prefix=base / "opt", homes=base / "homes", learner_prefix=prefix,
-                     admin=f"kr{tag}admin", max_labs=1, say=say)
+                     admin=f"kr{tag}admin", max_labs=1, idle_timeout=idle_timeout, say=say)
     return MadeRoom(room, [Learner(n, pwd.getpwnam(n).pw_uid) for n in room.learners], base)
 
 
@@ -370,6 +377,88 @@ def measure_room(learners: int, args: argparse.Namespace, base: Path) -> dict[st
     except (RoomError, TimeoutError, KrmcourseError, websocket.WebSocketException) as error:
         print(f"  FAILED with {learners} learners: {error}", flush=True)
         result["error"] = str(error)  # kept with what was measured before (the burst's failures, say)
+        return result
+    finally:
+        result["left_behind"] = take_apart(made, base)
+
+
+def start_and_bring_up(made: MadeRoom, lab: str, at_once: int) -> dict[str, Any]:
+    """Every learner's server and kernel, then their lab (``at_once`` at a time): a room at work."""
+    n = len(made.learners)
+    concurrently(made.learners, at_once, lambda ln: start_server(made.room, ln, SPAWN_S + SPAWN_S * n / at_once))
+    concurrently(made.learners, at_once, lambda ln: start_kernel(made.room, ln, KERNEL_S + KERNEL_S * n / at_once))
+    made.say(f"{n} servers and kernels answer")
+    return bring_up(made, lab, burst=False, at_once=at_once)
+
+
+def culled(made: MadeRoom, timeout: float) -> float:
+    """Wait until the culler has stopped every learner's server and everything of theirs has gone (the
+    lab clusters too, by the hub's post-stop hook); the seconds that took."""
+    started = time.monotonic()
+    for learner in made.learners:  # a learner who walked away: their browser tab closed
+        if learner.socket is not None:
+            learner.socket.close()
+            learner.socket = None
+
+    def gone() -> bool:
+        servers = [ln.name for ln in made.learners if (hub.api(made.room, "GET", f"users/{ln.name}")[1] or {})
+                   .get("servers")]
+        return not servers and not processes_of_uids({ln.uid for ln in made.learners})
+
+    Lab.wait_until(gone, timeout, interval=2, message="the culler did not stop every idle learner's server, and "
+                   "with it their processes", hint=f"Read the culler's lines in {hub.hub_dir() / 'jupyterhub.log'}.")
+    return round(time.monotonic() - started, 1)
+
+
+def leaks(made: MadeRoom, homes_before: dict[str, set[str]]) -> list[str]:
+    """What a culled room still holds that it should not (processes, lab clusters, listening ports), or
+    lost that it should keep (files in a learner's home)."""
+    found = [f"process {p.pid} of {p.info['uids'].real}: {_command(p)}"
+             for p in processes_of_uids({ln.uid for ln in made.learners})]
+    found += [f"{ln.name}: lab cluster {lab} still recorded" for ln in made.learners for lab in hub.labs_up(ln.name)]
+    ports = {port for ln in made.learners for port in ln.ports}
+    found += [f"port {c.laddr.port} (pid {c.pid})" for c in psutil.net_connections(kind="inet")
+              if c.status == psutil.CONN_LISTEN and c.laddr.port in ports and _owner(c.pid or 0) in
+              {ln.uid for ln in made.learners}]
+    for ln in made.learners:
+        lost = homes_before[ln.name] - home_files(ln.name)
+        found += [f"{ln.name} lost {path}" for path in sorted(lost)]
+    return found
+
+
+def home_files(name: str) -> set[str]:
+    """The learner's files outside the course's own state (which ``down`` is meant to remove)."""
+    home = Path(pwd.getpwnam(name).pw_dir)
+    return {str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and ".local/state" not in str(p)}
+
+
+def cull_rounds(learners: int, rounds: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    """``rounds`` times: every learner starts a server, a kernel and a lab, walks away, and is culled;
+    after each round nothing of theirs may run or listen, no lab cluster may be left, no file lost."""
+    print(f"== {rounds} rounds of {learners} learners culled after {args.cull_timeout} s idle", flush=True)
+    made: MadeRoom | None = None
+    result: dict[str, Any] = {"learners": learners, "idle_timeout_s": args.cull_timeout, "rounds": []}
+    try:
+        made = make_room(learners, base, lambda m: print(f"  {m}", flush=True), idle_timeout=args.cull_timeout)
+        for number in range(1, rounds + 1):
+            up = start_and_bring_up(made, args.lab, args.at_once)
+            if up["failures"]:
+                raise RoomError(f"round {number}: ups failed: {up['failures']}")
+            for ln in made.learners:
+                ln.ports |= {port for _, port in hub.listening(ln.pids())}
+                kept = Path(pwd.getpwnam(ln.name).pw_dir) / "notebooks" / f"round-{number}.txt"  # a learner's file
+                kept.write_text("kept\n")
+                os.chown(kept, ln.uid, -1)
+            homes = {ln.name: home_files(ln.name) for ln in made.learners}
+            took = culled(made, args.cull_timeout * 4 + 60 * learners / args.at_once)
+            found = leaks(made, homes)
+            made.say(f"round {number}: every server culled {took} s after the learners left; leaks: {found or 'none'}")
+            result["rounds"].append({"round": number, "last_up_s": up["last_ready_s"], "culled_after_s": took,
+                                     "leaks": found})
+        return result
+    except (RoomError, TimeoutError, KrmcourseError, websocket.WebSocketException) as error:
+        print(f"  FAILED: {error}", flush=True)
+        result["error"] = str(error)
         return result
     finally:
         result["left_behind"] = take_apart(made, base)
@@ -482,6 +571,12 @@ def main() -> None:
     parser.add_argument("--at-once", type=int, default=4, help="servers (and, without --burst, ups) started at once")
     parser.add_argument("--settle", type=float, default=30.0, help="seconds the room idles before it is measured")
     parser.add_argument("--window", type=float, default=30.0, help="seconds over which idle CPU is measured")
+    parser.add_argument("--cull-rounds", type=int, default=0, metavar="R",
+                        help="instead: R rounds of one room (the first --learners) working, walking away and being "
+                             "culled, checked for leaks after each")
+    parser.add_argument("--cull-timeout", type=int, default=240,
+                        help="the culler's idle timeout for --cull-rounds: the hub learns of activity only every "
+                             "5 min, so a round's work must fit in it")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit(f"benchmarks/room.py runs a hub: {hub.ROOT_HINT}")
@@ -497,6 +592,20 @@ def main() -> None:
     os.environ["KRMCOURSE_HOME"] = str(base / "state")
     signal.signal(signal.SIGTERM, _interrupt)
     at_start, rooms, started = conditions(), [], time.strftime("%Y-%m-%d %H:%M")
+    if args.cull_rounds:
+        try:
+            culling = cull_rounds(args.learners[0], args.cull_rounds, args, base)
+        finally:
+            with uninterrupted():
+                shutil.rmtree(base, ignore_errors=True)
+        save("room_culling", {"date": started, "lab": args.lab, "at_once": args.at_once, "machine_at_start": at_start,
+                              "machine_at_end": conditions(), **culling})
+        bad = [r for r in culling["rounds"] if r["leaks"]]
+        print(f"{len(culling['rounds'])} of {args.cull_rounds} rounds ran; rounds with leaks: {len(bad)}; left after "
+              f"the room was taken apart: {culling['left_behind'] or 'nothing'}")
+        if bad or "error" in culling or culling["left_behind"]:
+            sys.exit(1)
+        return
     try:
         for learners in sorted(set(args.learners)):
             rooms.append(measure_room(learners, args, base))
