@@ -213,13 +213,16 @@ def start_kernel(room: hub.Room, learner: Learner, timeout: float) -> None:
         raise RoomError(f"{learner.name}: their JupyterLab started no kernel ({status}: {body}).")
     learner.kernel = body["id"]
     url = room.url.replace("http://", "ws://") + f"user/{learner.name}/api/kernels/{learner.kernel}/channels"
-    try:
-        learner.socket = websocket.create_connection(url, timeout=timeout,
-                                                     header=[f"Authorization: token {hub.service_token()}"])
-    except (websocket.WebSocketException, OSError) as error:
-        raise RoomError(f"{learner.name}: no websocket to their kernel ({error}); see "
-                        f"{hub.hub_dir() / 'jupyterhub.log'}") from error
-    execute(learner, "1", timeout)  # the kernel answers: it has started
+    for attempt in (1, 2):  # a connection made while the kernel still starts may be dropped: JupyterLab reconnects
+        try:
+            learner.socket = websocket.create_connection(url, timeout=timeout,
+                                                         header=[f"Authorization: token {hub.service_token()}"])
+            execute(learner, "1", timeout)  # the kernel answers: it has started
+            return
+        except (websocket.WebSocketException, OSError, RoomError) as error:
+            if attempt == 2:
+                raise RoomError(f"{learner.name}: no working websocket to their kernel ({error}); see "
+                                f"{hub.hub_dir() / 'jupyterhub.log'}") from error
 
 
 def execute(learner: Learner, code: str, timeout: float) -> str:
