@@ -470,6 +470,31 @@ def test_when_a_learners_server_stops_their_lab_clusters_stop_too(room: MadeRoom
                     f"hub's log ends:\n{(hub.hub_dir() / 'jupyterhub.log').read_text()[-3000:]}", pytrace=False)
 
 
+def test_a_learners_server_killed_takes_their_labs_down_and_keeps_their_files(room: MadeRoom) -> None:
+    """A server that dies (killed, out of memory) is found by the hub's poll, which runs the post-stop hook:
+    the learner's lab clusters stop too, and nothing in their home is lost."""
+    name = room.learners[2]
+    uid, home = room.uids[name], Path(pwd.getpwnam(name).pw_dir)
+    start_server(room, name)
+    up = learner_krmcourse(room, name, "up", "welcome")
+    assert up.returncode == 0, up.stderr
+    (home / "notebooks" / "my-notes.txt").write_text("mine\n")
+    os.chown(home / "notebooks" / "my-notes.txt", uid, -1)
+    kept = {str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and ".local/state" not in str(p)}
+    servers = [p for p in processes_of(uid) if "singleuser" in " ".join(commands([p]))]
+    assert servers, f"{name}'s server is not running: {commands(processes_of(uid))}"
+    for server in servers:
+        server.kill()
+    try:
+        Lab.wait_until(lambda: not processes_of(uid), 180, interval=1)
+    except TimeoutError:
+        pytest.fail(f"{name}'s server was killed, and their processes still run: {commands(processes_of(uid))}; "
+                    f"the hub's log ends:\n{(hub.hub_dir() / 'jupyterhub.log').read_text()[-3000:]}", pytrace=False)
+    now = {str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and ".local/state" not in str(p)}
+    assert kept <= now, f"{name} lost {sorted(kept - now)}"
+    assert not hub.labs_up(name), f"{name}'s lab clusters are still recorded: {hub.labs_up(name)}"
+
+
 # ----------------------------------------------------------------- the instructor's view
 #: The goal of issue 16: a learner's solved exercise shows in the instructor's view within this.
 SHOWS_WITHIN_MS = 10_000
