@@ -424,15 +424,9 @@ def leaks(made: MadeRoom, homes_before: dict[str, set[str]]) -> list[str]:
               if c.status == psutil.CONN_LISTEN and c.laddr.port in ports and _owner(c.pid or 0) in
               {ln.uid for ln in made.learners}]
     for ln in made.learners:
-        lost = homes_before[ln.name] - home_files(ln.name)
+        lost = homes_before[ln.name] - hub.learner_files(ln.name)
         found += [f"{ln.name} lost {path}" for path in sorted(lost)]
     return found
-
-
-def home_files(name: str) -> set[str]:
-    """The learner's files outside the course's own state (which ``down`` is meant to remove)."""
-    home = Path(pwd.getpwnam(name).pw_dir)
-    return {str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and ".local/state" not in str(p)}
 
 
 def cull_rounds(learners: int, rounds: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
@@ -452,7 +446,7 @@ def cull_rounds(learners: int, rounds: int, args: argparse.Namespace, base: Path
                 kept = Path(pwd.getpwnam(ln.name).pw_dir) / "notebooks" / f"round-{number}.txt"  # a learner's file
                 kept.write_text("kept\n")
                 os.chown(kept, ln.uid, -1)
-            homes = {ln.name: home_files(ln.name) for ln in made.learners}
+            homes = {ln.name: hub.learner_files(ln.name) for ln in made.learners}
             took = culled(made, args.cull_timeout * 4 + 60 * learners / args.at_once)
             found = leaks(made, homes)
             made.say(f"round {number}: every server culled {took} s after the learners left; leaks: {found or 'none'}")

@@ -458,6 +458,14 @@ def learner_state(name: str) -> Path:
     return Path(pwd.getpwnam(name).pw_dir) / ".local" / "state" / "krmcourse"
 
 
+def learner_files(name: str) -> set[str]:
+    """A learner's own files: every file of their home, relative to it, except krmcourse's state (which
+    ``down`` is meant to remove). A stop, a cull or a reset must lose none of them."""
+    home = Path(pwd.getpwnam(name).pw_dir)
+    state = learner_state(name)
+    return {str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and not p.is_relative_to(state)}
+
+
 def as_learner(name: str, room: Room, *args: str) -> list[str]:
     """The command line that runs ``krmcourse ARGS`` as a learner, in the environment their JupyterLab
     gives them (their home, the shared venv, toolchain and locks): what the hub's hooks and the

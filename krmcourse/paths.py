@@ -17,6 +17,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 
@@ -27,7 +28,13 @@ def cache_dir() -> Path:
     return Path(base) / "krmcourse"
 
 
+#: Set by :func:`state_of`.
+_STATE_OF: ContextVar[Path | None] = ContextVar("krmcourse_state_of", default=None)
+
+
 def state_dir() -> Path:
+    if (folder := _STATE_OF.get()) is not None:
+        return folder
     if env := os.environ.get("KRMCOURSE_HOME"):
         return Path(env).expanduser().resolve()
     base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
@@ -35,19 +42,15 @@ def state_dir() -> Path:
 
 
 @contextmanager
-def state_at(folder: Path) -> Iterator[None]:
-    """:func:`state_dir` is ``folder`` while the block runs: to read another user's clusters and checks
-    (the hub's instructor view reads each learner's). It sets ``KRMCOURSE_HOME`` for the whole process,
-    so only a single-threaded reader may use it."""
-    before = os.environ.get("KRMCOURSE_HOME")
-    os.environ["KRMCOURSE_HOME"] = str(folder)
+def state_of(folder: Path) -> Iterator[None]:
+    """:func:`state_dir` is ``folder`` while the block runs, in this thread or task only: to read another
+    user's clusters and checks (the hub's instructor view reads each learner's). The process's
+    environment is left alone, so a program the block starts still sees the caller's own state folder."""
+    token = _STATE_OF.set(Path(folder))
     try:
         yield
     finally:
-        if before is None:
-            del os.environ["KRMCOURSE_HOME"]
-        else:
-            os.environ["KRMCOURSE_HOME"] = before
+        _STATE_OF.reset(token)
 
 
 def labs_dir() -> Path:

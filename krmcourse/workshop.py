@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import catalog
 from .errors import CheckFailed, KrmcourseError
-from .paths import state_at
+from .paths import state_of
 
 
 @dataclass
@@ -66,7 +66,7 @@ def progress(lab_names: list[str] | None = None, run: bool = False, state: Path 
     check again now, and keeps what it says.
     """
     if state is not None:
-        with state_at(state):
+        with state_of(state):
             return progress(lab_names, run)
     from . import exercises
     from .lab import Lab

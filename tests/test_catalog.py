@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,16 @@ def test_a_learners_saved_file_gives_its_function_by_name_or_as_the_only_one(tmp
         saved_function(tmp_path / "two.py", "reconcile")
     with pytest.raises(SystemExit, match="should define exactly one function"):
         saved_function(tmp_path / "named.py")
+
+
+def test_reading_another_state_folder_leaves_the_environment_and_other_threads_alone(tmp_path: Path) -> None:
+    own = paths.state_dir()
+    seen: list[Path] = []
+    with paths.state_of(tmp_path):
+        assert paths.state_dir() == tmp_path
+        assert os.environ.get("KRMCOURSE_HOME") != str(tmp_path), "a program started here would see the other folder"
+        reader = threading.Thread(target=lambda: seen.append(paths.state_dir()))
+        reader.start()
+        reader.join()
+    assert seen == [own], "another thread saw the folder being read"
+    assert paths.state_dir() == own

@@ -37,6 +37,7 @@ from browser import pages
 from browser.servers import ROOT
 
 from krmcourse import Lab, hub
+from krmcourse.providers.base import flags_of
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Locator, Page
@@ -340,8 +341,7 @@ def test_a_learner_cannot_read_another_learners_kubeconfig(room: MadeRoom) -> No
         assert asked.stdout.strip() in ("401", "403"), f"{a} asked {b}'s API server without credentials: {asked}"
         # Nor past it, at B's etcd: its address is on a command line anyone may read, but it answers only
         # TLS with a certificate of B's cluster, whose keys A cannot read.
-        flags = [dict(arg[2:].split("=", 1) for arg in c.split() if arg.startswith("--etcd-"))
-                 for c in commands(processes_of(room.uids[b])) if "kube-apiserver" in c.split()[0]]
+        flags = [flags_of(c.split()) for c in commands(processes_of(room.uids[b])) if "kube-apiserver" in c.split()[0]]
         assert flags and flags[0]["etcd-servers"].startswith("https://127.0.0.1:"), flags
         etcd = flags[0]["etcd-servers"]
         for url in (etcd.replace("https://", "http://"), etcd):
@@ -480,7 +480,7 @@ def test_a_learners_server_killed_takes_their_labs_down_and_keeps_their_files(ro
     assert up.returncode == 0, up.stderr
     (home / "notebooks" / "my-notes.txt").write_text("mine\n")
     os.chown(home / "notebooks" / "my-notes.txt", uid, -1)
-    kept = {str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and ".local/state" not in str(p)}
+    kept = hub.learner_files(name)
     servers = [p for p in processes_of(uid) if "singleuser" in " ".join(commands([p]))]
     assert servers, f"{name}'s server is not running: {commands(processes_of(uid))}"
     for server in servers:
@@ -490,7 +490,7 @@ def test_a_learners_server_killed_takes_their_labs_down_and_keeps_their_files(ro
     except TimeoutError:
         pytest.fail(f"{name}'s server was killed, and their processes still run: {commands(processes_of(uid))}; "
                     f"the hub's log ends:\n{(hub.hub_dir() / 'jupyterhub.log').read_text()[-3000:]}", pytrace=False)
-    now = {str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and ".local/state" not in str(p)}
+    now = hub.learner_files(name)
     assert kept <= now, f"{name} lost {sorted(kept - now)}"
     assert not hub.labs_up(name), f"{name}'s lab clusters are still recorded: {hub.labs_up(name)}"
 
