@@ -44,7 +44,7 @@ from . import toolchain
 from .errors import KrmcourseError, PortInUseError, UsageError
 from .jupyter import require_free_port
 from .lab import MAX_LABS_ENV, Lab
-from .paths import cache_dir, private_file, state_dir
+from .paths import cache_dir, locks_dir, private_file, state_dir
 from .processes import ManagedProcess, live_processes, stop_recorded
 from .providers.kwok import PORTS_LOCK, free_ports
 
@@ -252,7 +252,7 @@ def shared_environment(prefix: Path, say: Say = print, python: str = DEFAULT_PYT
     if not (stamp.is_file() and stamp.read_text() == key and (venv / "bin" / HUB).exists()):
         _build(prefix, python, say)
         stamp.write_text(key)
-    _shared_locks(prefix / "locks")
+    _shared_locks()
     return venv
 
 
@@ -306,17 +306,22 @@ def _copy_toolchain(target: Path) -> None:
         scratch.rename(destination)
 
 
-#: The lock files every learner's clusters share (see :func:`krmcourse.paths.locks_dir`).
+#: The lock files every user's clusters share, the learners' and root's (see :func:`krmcourse.paths.locks_dir`).
 SHARED_LOCKS = (PORTS_LOCK,)
 
 
-def _shared_locks(folder: Path) -> None:
-    """Lock files anyone may lock, in a folder only root may change (so nobody can remove them)."""
-    folder.mkdir(exist_ok=True)
-    os.chmod(folder, 0o755)
+def _shared_locks() -> None:
+    """The shared lock files, made by root and readable (so lockable) by all. In a sticky folder such as
+    ``/tmp``, a file root owns cannot be removed or replaced by a learner; one a learner made before the
+    hub started is replaced (a holder of the old one finds it gone and locks the new: see ``file_lock``)."""
+    folder = locks_dir()
+    folder.mkdir(parents=True, exist_ok=True)
     for name in SHARED_LOCKS:
-        (folder / name).touch()
-        os.chmod(folder / name, 0o666)
+        path = folder / name
+        if path.exists() and path.stat().st_uid != 0:
+            path.unlink()
+        path.touch()
+        os.chmod(path, 0o644)
 
 
 def _readable(top: Path) -> None:
@@ -447,9 +452,9 @@ def _learner_path(room: Room) -> str:
 
 
 def _course_env(room: Room) -> dict[str, str]:
-    """Where a learner's krmcourse finds the shared toolchain and the shared locks, and how many lab
-    clusters each learner may keep up at once."""
-    return {"KRMCOURSE_CACHE": str(Path(room.prefix) / "cache"), "KRMCOURSE_LOCKS": str(Path(room.prefix) / "locks"),
+    """Where a learner's krmcourse finds the shared toolchain and the ports lock (root's own: see
+    ``_shared_locks``), and how many lab clusters each learner may keep up at once."""
+    return {"KRMCOURSE_CACHE": str(Path(room.prefix) / "cache"), "KRMCOURSE_LOCKS": str(locks_dir()),
             MAX_LABS_ENV: str(room.max_labs)}
 
 

@@ -5,9 +5,8 @@
 - the labs: ``$KRMCOURSE_LABS`` or the ``labs/`` folder beside the package;
 - the notebooks: ``$KRMCOURSE_NOTEBOOKS`` or the ``notebooks/`` folder beside the package;
 - locks shared by everyone on the machine (the ports a cluster picks): ``$KRMCOURSE_LOCKS`` or the
-  system's temporary folder. A workshop hub points its learners at a folder of its own, where the lock
-  files already exist and anyone may lock them: in ``/tmp`` (sticky, and with ``fs.protected_regular``)
-  one user cannot open a file another made.
+  system's temporary folder, for every user alike (see :func:`file_lock`). A workshop hub makes the
+  ports lock there itself, as root, so that no learner can remove or replace it.
 """
 
 from __future__ import annotations
@@ -81,6 +80,26 @@ def private_file(path: Path, text: str) -> Path:
     return path
 
 
+def _lock_handle(path: Path) -> int:
+    """A descriptor to lock ``path`` through, the file made if missing.
+
+    It opens the file read-only (``flock`` needs no more), and asks for no creation when the file is
+    there: in a sticky folder such as ``/tmp``, ``fs.protected_regular`` refuses an open that may create
+    on a file another user made, even to root. A file it makes is readable by all, so that every user
+    of the machine can lock it too."""
+    while True:
+        try:
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            pass
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            continue  # made by somebody else just now: open theirs
+        os.fchmod(fd, 0o644)  # whatever the umask
+        return fd
+
+
 @contextmanager
 def file_lock(path: Path, waiting: Callable[[], None] | None = None,
               remove: Callable[[], bool] | None = None) -> Iterator[None]:
@@ -93,7 +112,7 @@ def file_lock(path: Path, waiting: Callable[[], None] | None = None,
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        with open(path, "a") as fh:
+        with os.fdopen(_lock_handle(path)) as fh:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
