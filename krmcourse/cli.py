@@ -56,11 +56,19 @@ def _running_clusters() -> list[tuple[Provider, str]]:
     return [(provider, cluster) for provider in owning_providers() for cluster in provider.clusters()]
 
 
-def _down_cluster(provider: Provider, cluster: str) -> None:
-    """Take a cluster down, through its lab when the record says which, else by the provider alone."""
+def _recorded_lab(provider: Provider, cluster: str) -> Lab | None:
+    """The lab (and instance) a cluster of this state folder was made for, as its record says; None when
+    it has no record, or names a lab this course no longer has."""
     record = recorded(cluster)
     if record and record["lab"] in catalog.names():
-        Lab(record["lab"], instance=record.get("instance"), provider=provider, say=_say).down()
+        return Lab(record["lab"], instance=record.get("instance"), provider=provider, say=_say)
+    return None
+
+
+def _down_cluster(provider: Provider, cluster: str) -> None:
+    """Take a cluster down, through its lab when the record says which, else by the provider alone."""
+    if lab := _recorded_lab(provider, cluster):
+        lab.down()
         return
     provider.delete(cluster)
     lock_path(cluster).unlink(missing_ok=True)
@@ -74,12 +82,12 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    names = [args.lab] if args.lab else catalog.names()
-    rows = []
-    for name in names:
-        lab = Lab(name, instance=args.instance, say=_say)
-        if args.lab or lab.provider.exists(lab.cluster):
-            rows.append(lab.status())
+    if args.lab:
+        labs = [_lab(args)]
+    else:  # every cluster of this state folder, of any instance (or only of --instance)
+        labs = [lab for provider, cluster in _running_clusters() if (lab := _recorded_lab(provider, cluster))
+                and args.instance in (None, lab.instance)]
+    rows = [lab.status() for lab in labs]
     for name, version, built, _folder in toolchain.describe():
         print(f"toolchain {name} {version}: {'built' if built else 'NOT BUILT'}")
     if not rows:

@@ -141,6 +141,11 @@ def test_a_dead_component_is_reported_and_up_recreates_the_cluster():
         status = subprocess.run([*CLI, "status", "sandbox", "--instance", "broken"], capture_output=True,
                                 text=True)
         assert status.returncode == 5 and "kube-scheduler=DOWN" in status.stdout
+        # Without a lab named, status lists every cluster of the state folder, a second instance's too.
+        for args in ([], ["--instance", "broken"]):
+            every = subprocess.run([*CLI, "status", *args], capture_output=True, text=True)
+            line = next((row for row in every.stdout.splitlines() if lab.cluster in row), "")
+            assert every.returncode == 5 and "UNHEALTHY" in line and "kube-scheduler=DOWN" in line, every.stdout
         lab.up()
         assert any("kube-scheduler is not running" in m for m in messages), messages
         assert all(lab.status()["components"].values())
