@@ -317,11 +317,27 @@ def _shared_locks() -> None:
     folder = locks_dir()
     folder.mkdir(parents=True, exist_ok=True)
     for name in SHARED_LOCKS:
-        path = folder / name
-        if path.exists() and path.stat().st_uid != 0:
+        _own_lock_file(folder / name)
+
+
+def _own_lock_file(path: Path) -> None:
+    """``path`` as a file root owns, mode 0644: one a learner made is removed and made again, with
+    ``O_EXCL``, so a learner who makes it again in between only sends the loop round once more."""
+    while True:
+        try:
+            if os.stat(path).st_uid == 0:
+                os.chmod(path, 0o644)
+                return
             path.unlink()
-        path.touch()
-        os.chmod(path, 0o644)
+        except FileNotFoundError:
+            pass
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            continue  # a learner made it again just now
+        os.fchmod(fd, 0o644)
+        os.close(fd)
+        return
 
 
 def _readable(top: Path) -> None:

@@ -76,4 +76,29 @@ def test_the_hub_makes_the_ports_lock_root_owns_in_place_of_a_learners(sticky: P
     hub._shared_locks()
     assert (made.stat().st_uid, made.stat().st_mode & 0o777) == (0, 0o644)
     assert as_other(made.unlink) == 1, "a learner removed the hub's ports lock"
-    assert as_other(lambda: file_lock(made).__enter__()) == 0, "a learner cannot take the hub's ports lock"
+    assert as_other(lambda: take(made)) == 0, "a learner cannot take the hub's ports lock"
+
+
+def test_a_learner_who_makes_the_lock_again_while_the_hub_replaces_it_does_not_stop_the_hub(
+        sticky: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KRMCOURSE_LOCKS", str(sticky))
+    made = sticky / PORTS_LOCK
+    made.touch()
+    os.chown(made, OTHER, OTHER)
+    unlink, remade = Path.unlink, []
+
+    def learner_makes_it_again(path: Path, missing_ok: bool = False) -> None:
+        unlink(path, missing_ok)
+        if path == made and not remade:  # once, between the hub's unlink and its own create
+            remade.append(as_other(made.touch))
+
+    monkeypatch.setattr(Path, "unlink", learner_makes_it_again)
+    hub._shared_locks()
+    assert remade == [0], "the learner's file was not made again in between"
+    assert (made.stat().st_uid, made.stat().st_mode & 0o777) == (0, 0o644)
+
+
+def take(path: Path) -> None:
+    """Take the lock on ``path`` and leave it to the process's exit to let go."""
+    with file_lock(path):
+        os._exit(0)
