@@ -61,7 +61,9 @@ def lab_module(lab: str, module: str, folder: Path | None = None) -> ModuleType:
 
 def script_module(path: Path) -> ModuleType:
     """A course script that is not a lab's (``benchmarks/least_privilege.py``, say), imported by path once,
-    as ``krmcourse_scripts.<name>``, so that tests can call its functions without touching ``sys.path``."""
+    as ``krmcourse_scripts.<name>``, so that tests can call its functions without touching ``sys.path``.
+    While it loads, its own folder comes first on the import path, as when it runs as a script: the
+    modules beside it that it imports (``benchmarks/record.py``) are found the same way."""
     path = Path(path).resolve()
     name = f"krmcourse_scripts.{path.stem}"
     _package("krmcourse_scripts", [])
@@ -71,7 +73,14 @@ def script_module(path: Path) -> ModuleType:
             raise UsageError(f"{path} is not a Python file that can be imported.", "Name a .py file.")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        sys.path.insert(0, str(path.parent))
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]  # a script that failed to load is loaded afresh next time
+            raise
+        finally:
+            sys.path.remove(str(path.parent))
     return sys.modules[name]
 
 

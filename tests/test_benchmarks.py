@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import resource
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -20,12 +19,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 @pytest.fixture(scope="module")
 def room() -> ModuleType:
-    # room.py imports its neighbour record.py as a script does (its folder on sys.path).
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return script_module(BENCHMARKS / "room.py")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return script_module(BENCHMARKS / "room.py")  # (with its neighbour record.py, as a script finds it)
 
 
 def test_smaps_rollup_of_this_process_gives_its_rss_and_a_smaller_pss(room: ModuleType) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import test_learner_mode as learner_mode  # tests/ is on sys.path: pytest puts it there for conftest.py
+import test_learner_mode as learner_mode  # pytest makes tests/ importable, for conftest.py
 import test_notebooks as notebook_conventions
 import yaml
 
