@@ -105,44 +105,59 @@ def stop(fused: subprocess.Popen[bytes]) -> None:
 
 
 def one_round(binary: Path, together: tuple[str, ...], settle: float, log: Path) -> dict[str, Any]:
+    """A fresh lab read as it runs today, then with ``together`` replaced by one fused process."""
     lab = Lab("sandbox", instance="fused", say=lambda _m: None)
     lab.down()
     lab.up()
     try:
         time.sleep(settle)
-        pids = lab.component_pids()
-        rest = [pids[c] for c in COMPONENTS if c not in together]
-        separate = {"replaced": memory([pids[c] for c in together]), "cluster": memory(list(pids.values()))}
-        started = time.monotonic()
-        lab.provider.restart_component(lab.cluster, "kube-controller-manager")
-        restart_s = time.monotonic() - started
-        pids = lab.component_pids()
-        procs = [psutil.Process(pids[c]) for c in together]
-        argv = [[c, *p.cmdline()[1:]] for c, p in zip(together, procs, strict=True)]
-        env, cwd = procs[0].environ(), procs[0].cwd()
-        for proc in procs:
-            proc.kill()
-        psutil.wait_procs(procs, timeout=30)
-        fused = start_fused(binary, argv, env, cwd, log)
-        try:
-            lab.wait_until(lambda: api_ready(lab), timeout=120, message="the fused API server is not ready")
-            works = both_jobs_done(lab)
-            time.sleep(settle)
-            one = {"replaced": memory([fused.pid]), "cluster": memory([fused.pid, *rest])}
-            fused_restart_s = None
-            if "kube-apiserver" in together:
-                stop(fused)
-                started = time.monotonic()
-                fused = start_fused(binary, argv, env, cwd, log)
-                lab.wait_until(lambda: api_ready(lab), timeout=120, interval=0.05,
-                               message="the fused API server is not ready after a restart")
-                fused_restart_s = round(time.monotonic() - started, 2)
-        finally:
-            stop(fused)
-        return {"separate": separate, "fused": one, "fused_did_their_jobs": works,
-                "restore_restart_s": {"separate": round(restart_s, 2), "fused": fused_restart_s}}
+        separate, restart_s = separate_reading(lab, together)
+        fused, works, fused_restart_s = fused_reading(lab, binary, together, settle, log)
+        return {"separate": separate, "fused": fused, "fused_did_their_jobs": works,
+                "restore_restart_s": {"separate": restart_s, "fused": fused_restart_s}}
     finally:
         lab.down()
+
+
+def separate_reading(lab: Lab, together: tuple[str, ...]) -> tuple[dict[str, Any], float]:
+    """Memory of the separate processes (``together``'s, and the whole cluster's), and the seconds a
+    snapshot restore's restart of kube-controller-manager takes."""
+    pids = lab.component_pids()
+    separate = {"replaced": memory([pids[c] for c in together]), "cluster": memory(list(pids.values()))}
+    started = time.monotonic()
+    lab.provider.restart_component(lab.cluster, "kube-controller-manager")
+    return separate, round(time.monotonic() - started, 2)
+
+
+def fused_reading(lab: Lab, binary: Path, together: tuple[str, ...], settle: float,
+                  log: Path) -> tuple[dict[str, Any], bool, float | None]:
+    """``together`` replaced by one fused process with their flags: its memory and the cluster's, whether
+    it did their jobs, and (with kube-apiserver among them) the seconds until a restarted one is ready."""
+    pids = lab.component_pids()
+    rest = [pids[c] for c in COMPONENTS if c not in together]
+    procs = [psutil.Process(pids[c]) for c in together]
+    argv = [[c, *p.cmdline()[1:]] for c, p in zip(together, procs, strict=True)]
+    env, cwd = procs[0].environ(), procs[0].cwd()
+    for proc in procs:
+        proc.kill()
+    psutil.wait_procs(procs, timeout=30)
+    fused = start_fused(binary, argv, env, cwd, log)
+    try:
+        lab.wait_until(lambda: api_ready(lab), timeout=120, message="the fused API server is not ready")
+        works = both_jobs_done(lab)
+        time.sleep(settle)
+        one = {"replaced": memory([fused.pid]), "cluster": memory([fused.pid, *rest])}
+        restart_s = None
+        if "kube-apiserver" in together:
+            stop(fused)
+            started = time.monotonic()
+            fused = start_fused(binary, argv, env, cwd, log)
+            lab.wait_until(lambda: api_ready(lab), timeout=120, interval=0.05,
+                           message="the fused API server is not ready after a restart")
+            restart_s = round(time.monotonic() - started, 2)
+    finally:
+        stop(fused)
+    return one, works, restart_s
 
 
 def main() -> None:
