@@ -81,6 +81,13 @@ LEVERS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
     "GOGC 25": {c: [("env", "GOGC", "25")] for c in COMPONENTS},
     # Adopted on 2026-12-05 (the API server's GOGC is 25 since): this lever measures the way back.
     "API server at GOGC 50, as before": {"kube-apiserver": [("env", "GOGC", "50")]},
+    # A soft limit instead of an eager collector: GOGC 100 while the heap is small (the API server's start),
+    # and collections as eager as needed to stay under the limit once it has grown.
+    "API server at GOGC 100": {"kube-apiserver": [("env", "GOGC", "100")]},
+    "API server at GOGC 100 under GOMEMLIMIT 128MiB": {
+        "kube-apiserver": [("env", "GOGC", "100"), ("env", "GOMEMLIMIT", "128MiB")]},
+    "API server at GOGC 100 under GOMEMLIMIT 150MiB": {
+        "kube-apiserver": [("env", "GOGC", "100"), ("env", "GOMEMLIMIT", "150MiB")]},
 }
 
 
