@@ -151,7 +151,7 @@ def _inject(lab: Lab, fault: str, conv: Convergence, proxy: ApiFaults, proc: Man
         start()
     elif fault == "API server restart":
         lab.provider.restart_component(lab.cluster, "kube-apiserver")
-        lab.wait_until(lambda: _serving(lab), timeout=120, interval=0.5, message="kube-apiserver did not come back")
+        lab.wait_until(lab.api_ready, timeout=120, interval=0.5, message="kube-apiserver did not come back")
         lab.apply(conv.apply)
     elif fault in ("watch broken off", "watch ended cleanly"):
         proxy.cut_watches(cleanly=fault == "watch ended cleanly")
@@ -175,13 +175,6 @@ def _holds(lab: Lab, conv: Convergence) -> bool:
     except KrmcourseError:
         return False
     return True
-
-
-def _serving(lab: Lab) -> bool:
-    try:
-        return lab.kubectl("get", "--raw", "/readyz", timeout=10).strip() == "ok"
-    except KrmcourseError:
-        return False
 
 
 def _rival(lab: Lab, conv: Convergence) -> None:

@@ -117,12 +117,13 @@ class Lab:
         provider = self.provider
         exists = provider.exists(self.cluster)
         health = provider.health(self.cluster) if exists else {}
-        ready = exists and all(health.values()) and self._api_ready()
+        ready = exists and all(health.values()) and self.api_ready()
         return {"lab": self.name, "cluster": self.cluster, "provider": provider.name, "exists": exists,
                 "components": health, "ready": bool(ready), "processes": self.running(),
                 "kubeconfig": str(self.kubeconfig) if exists else None}
 
-    def _api_ready(self) -> bool:
+    def api_ready(self) -> bool:
+        """Whether the lab's API server answers ``/readyz`` with ok (False while it is down or starting)."""
         fast = self._probe()
         if fast is not None:
             try:
@@ -153,7 +154,7 @@ class Lab:
         down = [c for c, ok in self.provider.health(self.cluster).items() if not ok]
         if down:
             return f"{', '.join(down)} {'is' if len(down) == 1 else 'are'} not running"
-        if not self._api_ready():
+        if not self.api_ready():
             return "its API server does not answer /readyz"
         return None
 
@@ -263,7 +264,7 @@ class Lab:
         """Ready means: the API answers, the nodes are Ready, and the default ServiceAccount exists."""
         fast = self._probe()
         try:
-            api_ready = fast.ready if fast else self._api_ready
+            api_ready = fast.ready if fast else self.api_ready
             self.wait_until(api_ready, timeout=timeout, interval=0.05 if fast else 0.1,
                             message=f"the API server of {self.cluster} did not become ready")
             self.startup["API ready"] = time.monotonic() - started
@@ -321,9 +322,9 @@ class Lab:
         if not self.simulates_nodes or self.spec.nodes == 0:
             return True
         path = f"/api/v1/nodes?labelSelector={SIMULATED_NODES}"
-        nodes = (fast.get_json(path) if fast else
-                 json.loads(self.kubectl("get", "nodes", "-l", SIMULATED_NODES, "-o", "json")))
-        ready = [n for n in (nodes or {}).get("items", [])
+        nodes = ((fast.get_json(path) or {}).get("items", []) if fast else
+                 self.objects("nodes", selector=SIMULATED_NODES))
+        ready = [n for n in nodes
                  if any(c["type"] == "Ready" and c["status"] == "True"
                         for c in n.get("status", {}).get("conditions", []))]
         return len(ready) >= self.spec.nodes
@@ -525,10 +526,8 @@ class Lab:
         HTTPS connection (see :mod:`krmcourse.reads`); whatever that cannot answer goes to kubectl.
         kubectl hides ``metadata.managedFields`` unless asked; ``show_managed_fields=True`` keeps them.
         """
-        if os.environ.get("KRMCOURSE_READS") != "kubectl":  # the old way: for benchmarks/read_path.py
-            if self._reads is None:
-                self._reads = reads.Reader(self.kubeconfig)
-            found = self._reads.get(kind, name, namespace, show_managed_fields)
+        if (reader := self._reader()) is not None:
+            found = reader.get(kind, name, namespace, show_managed_fields)
             if found is not reads.ASK_KUBECTL:
                 return cast("dict[str, Any] | None", found)
         args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
@@ -540,6 +539,41 @@ class Lab:
             if "NotFound" in exc.stderr or "not found" in exc.stderr:
                 return None
             raise
+
+    def objects(self, kind: str, namespace: str | None = None, *, all_namespaces: bool = False,
+                selector: str | None = None, field_selector: str | None = None,
+                show_managed_fields: bool = False) -> list[dict[str, Any]]:
+        """The objects of ``kind`` in ``namespace`` (or in all of them): the items ``kubectl get KIND -o json``
+        shows, each with its kind and apiVersion. ``kind`` may name several, separated by commas
+        (``"deployments,services"``); ``selector`` and ``field_selector`` are kubectl's ``-l`` and
+        ``--field-selector``. Read over the lab's one HTTPS connection, as :meth:`get` reads."""
+        found: list[dict[str, Any]] = []
+        for one in kind.split(","):
+            if (reader := self._reader()) is not None:
+                items = reader.objects(one, namespace, all_namespaces, selector, field_selector, show_managed_fields)
+                if items is not reads.ASK_KUBECTL:
+                    found += cast("list[dict[str, Any]]", items)
+                    continue
+            args = ["get", one, "-o", "json"]
+            if all_namespaces or namespace:
+                args += ["-A"] if all_namespaces else ["-n", str(namespace)]
+            if selector:
+                args += ["-l", selector]
+            if field_selector:
+                args += ["--field-selector", field_selector]
+            if show_managed_fields:
+                args.append("--show-managed-fields")
+            found += json.loads(self.kubectl(*args)).get("items") or []
+        return found
+
+    def _reader(self) -> reads.Reader | None:
+        """The lab's one HTTPS reader; None when ``KRMCOURSE_READS=kubectl`` asks for the old way (for
+        ``benchmarks/read_path.py``)."""
+        if os.environ.get("KRMCOURSE_READS") == "kubectl":
+            return None
+        if self._reads is None:
+            self._reads = reads.Reader(self.kubeconfig)
+        return self._reads
 
     def delete(self, kind: str, name: str, namespace: str | None = None, wait: bool = True) -> None:
         args = ["delete", kind, name, "--ignore-not-found", f"--wait={str(wait).lower()}"]
@@ -590,8 +624,7 @@ class Lab:
 
     def nodes(self) -> list[str]:
         """The names of the lab's simulated nodes, found by their label (as every notebook should)."""
-        listing = json.loads(self.kubectl("get", "nodes", "-l", SIMULATED_NODES, "-o", "json"))
-        return sorted(n["metadata"]["name"] for n in listing["items"])
+        return sorted(n["metadata"]["name"] for n in self.objects("nodes", selector=SIMULATED_NODES))
 
     @property
     def host_address(self) -> str:

@@ -1,8 +1,9 @@
-"""Reading one object from a lab's API server over HTTP, the way ``kubectl get -o json`` would.
+"""Reading a lab's objects from its API server over HTTP, the way ``kubectl get -o json`` would.
 
 Checks and tests read the cluster in polling loops, hundreds of times a run. A kubectl call is a new
-process each time (about a tenth of a second of CPU), so :meth:`krmcourse.Lab.get` reads through one
-HTTPS connection per cluster instead, and keeps kubectl for what the learner should see.
+process each time (about a tenth of a second of CPU), so :meth:`krmcourse.Lab.get` and
+:meth:`krmcourse.Lab.objects` read through one HTTPS connection per cluster instead, and keep kubectl
+for what the learner should see.
 
 kubectl's names for a kind work here too: ``configmap``, ``cm``, ``ConfigMap``, ``deployments.apps``,
 ``buckets.storage.krmcourse.dev``. They are resolved the way kubectl resolves them, from the API
@@ -13,7 +14,7 @@ a ``304 Not Modified``.
 
 Anything this path cannot answer for sure (credentials only kubectl understands, an unknown kind, a
 refusal, no answer) is left to kubectl, whose error message the learner already knows: :meth:`get`
-returns :data:`ASK_KUBECTL` then.
+and :meth:`objects` return :data:`ASK_KUBECTL` then.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import yaml
 
@@ -52,9 +53,13 @@ class Resource:
     namespaced: bool
 
     def path(self, name: str, namespace: str) -> str:
+        return f"{self.collection(namespace)}/{quote(name, safe='')}"
+
+    def collection(self, namespace: str | None) -> str:
+        """The path of the resource's objects in ``namespace``, or in all of them (``None``)."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        where = f"/namespaces/{quote(namespace, safe='')}" if self.namespaced else ""
-        return f"{base}{where}/{self.plural}/{quote(name, safe='')}"
+        where = f"/namespaces/{quote(namespace, safe='')}" if self.namespaced and namespace is not None else ""
+        return f"{base}{where}/{self.plural}"
 
 
 def resource_names(discovery: dict[str, Any]) -> dict[str, Resource]:
@@ -111,6 +116,31 @@ class Reader:
         if status == 404 and _json(body).get("details", {}).get("name") == name:
             return None  # the object is not there (a missing type says so without naming the object)
         return ASK_KUBECTL
+
+    def objects(self, kind: str, namespace: str | None = None, all_namespaces: bool = False,
+                selector: str | None = None, field_selector: str | None = None,
+                show_managed_fields: bool = False) -> list[dict[str, Any]] | _AskKubectl:
+        """The objects, each with its ``kind`` and ``apiVersion`` as kubectl shows them, or :data:`ASK_KUBECTL`."""
+        with self._lock:
+            api = self._connect()
+            resource = self._resource(api, kind) if api is not None else None
+        if api is None or resource is None:
+            return ASK_KUBECTL
+        query = urlencode({k: v for k, v in (("labelSelector", selector), ("fieldSelector", field_selector)) if v})
+        path = resource.collection(None if all_namespaces else namespace or self._namespace)
+        status, body = api.get(f"{path}?{query}" if query else path)
+        if status != 200:
+            return ASK_KUBECTL
+        listing = _json(body)
+        # The API server leaves kind and apiVersion off a list's items; kubectl puts them back.
+        kind_of_items = str(listing.get("kind", "")).removesuffix("List")
+        items: list[dict[str, Any]] = listing.get("items") or []
+        for item in items:
+            item.setdefault("apiVersion", listing.get("apiVersion"))
+            item.setdefault("kind", kind_of_items)
+            if not show_managed_fields:
+                item.get("metadata", {}).pop("managedFields", None)
+        return items
 
     def close(self) -> None:
         with self._lock:

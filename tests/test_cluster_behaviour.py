@@ -115,7 +115,7 @@ def test_deleting_an_owner_garbage_collects_its_dependents(sandbox, namespace):
 def test_deployment_pods_run_on_a_simulated_node(sandbox, namespace):
     sandbox.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=2", "-n", namespace)
     sandbox.wait_for("deployment/web", "condition=Available", namespace=namespace, timeout=60)
-    pods = json.loads(sandbox.kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]
+    pods = sandbox.objects("pods", namespace)
     assert len(pods) == 2
     assert {p["status"]["phase"] for p in pods} == {"Running"}
     assert {p["spec"]["nodeName"] for p in pods} <= {"kwok-node-0"}

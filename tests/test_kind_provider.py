@@ -7,7 +7,6 @@ The first tests need no container engine. Those marked ``kind`` run when KRMCOUR
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -159,7 +158,7 @@ def test_a_lab_on_kind_has_simulated_nodes_a_real_control_plane_and_leaves_nothi
         real = lab.get("node", node)
         assert real and any(t["key"] == "node-role.kubernetes.io/control-plane" for t in real["spec"]["taints"])
         # The control plane runs in the node, as pods of kube-system that the real kubelet started.
-        system = json.loads(lab.kubectl("get", "pods", "-n", "kube-system", "-o", "json"))["items"]
+        system = lab.objects("pods", "kube-system")
         running = {p["metadata"].get("labels", {}).get("component") for p in system
                    if p["status"].get("phase") == "Running"}
         assert {"kube-apiserver", "etcd", "kube-scheduler"} <= running

@@ -6,7 +6,6 @@ objects, restarted, and must reach the same end state as an uninterrupted run.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
@@ -111,7 +110,7 @@ def test_binder_converges_after_sigkill_without_double_binding(claims: Lab) -> N
             timeout=90,
             message="not every claim was bound after the restart",
         )
-        dbs = json.loads(claims.kubectl("get", "databases.claims.krmcourse.dev", "-o", "json"))["items"]
+        dbs = claims.objects("databases.claims.krmcourse.dev")
         bound_to = [
             d["spec"]["claimRef"]["name"]
             for d in dbs

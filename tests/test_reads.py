@@ -7,6 +7,7 @@ import json
 import pytest
 
 from krmcourse import Lab, kubectl, probe
+from krmcourse.errors import KubectlError
 from krmcourse.reads import DISCOVERY, resource_names
 
 pytestmark = pytest.mark.every_provider
@@ -60,6 +61,42 @@ def test_lab_get_is_what_kubectl_shows_without_a_process_per_read(sandbox: Lab, 
         assert [sandbox.get(*case) for case in cases] == expected
     assert sandbox.get("configmap", "absent", namespace) is None
     assert sandbox.get("crd", "absent.example.com") is None
+
+
+def _kubectl_list(lab: Lab, kind: str, *flags: str) -> list[dict]:
+    return json.loads(lab.kubectl("get", kind, "-o", "json", *flags))["items"]
+
+
+@pytest.mark.cluster
+def test_lab_objects_are_the_items_kubectl_lists_without_a_process_per_read(sandbox: Lab, namespace: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, team in (("a", "red"), ("b", "blue"), ("c", "red")):
+        sandbox.kubectl("create", "configmap", name, "-n", namespace)
+        sandbox.kubectl("label", "configmap", name, "-n", namespace, f"team={team}")
+    cases = [(("configmaps", namespace), {}, ("-n", namespace)),
+             (("cm", namespace), {"selector": "team=red"}, ("-n", namespace, "-l", "team=red")),
+             (("configmap", namespace), {"field_selector": "metadata.name=b"},
+              ("-n", namespace, "--field-selector", "metadata.name=b")),
+             (("configmaps,serviceaccounts", namespace), {}, ("-n", namespace)),
+             (("nodes", None), {}, ()),
+             (("clusterroles.rbac.authorization.k8s.io", None), {"selector": "kubernetes.io/bootstrapping"}, ("-l",
+              "kubernetes.io/bootstrapping")),
+             (("namespaces", None), {"all_namespaces": True}, ("-A",)),
+             (("configmaps", "kube-system"), {"show_managed_fields": True}, ("-n", "kube-system",
+                                                                            "--show-managed-fields")),
+             (("configmaps", "no-such-namespace"), {}, ("-n", "no-such-namespace"))]
+    expected = []
+    for (kind, _ns), _kw, flags in cases:
+        expected.append([i for k in kind.split(",") for i in _kubectl_list(sandbox, k, *flags)])
+    assert [c["metadata"]["name"] for c in expected[1]] == ["a", "c"] and expected[-1] == []
+    assert {i["kind"] for i in expected[3]} == {"ConfigMap", "ServiceAccount"}
+    assert any("managedFields" in i["metadata"] for i in expected[-2])
+    with monkeypatch.context() as no_kubectl:
+        no_kubectl.setattr(kubectl, "run", _kubectl_is_not_wanted)
+        got = [sandbox.objects(*args, **kw) for args, kw, _flags in cases]
+    assert got == expected
+    with pytest.raises(KubectlError, match="doesnotexist"):  # what only kubectl can answer goes to kubectl
+        sandbox.objects("doesnotexist", namespace)
 
 
 @pytest.mark.cluster

@@ -50,7 +50,7 @@ def _solved(lab: Lab) -> dict[str, bool]:
 
 def _children(lab: Lab, owner: str) -> dict[str, str]:
     """kind/name -> uid of what the WebApp ``owner`` owns."""
-    items = json.loads(lab.kubectl("get", "deployments,services,configmaps", "-n", TEAM, "-o", "json"))["items"]
+    items = lab.objects("deployments,services,configmaps", TEAM)
     return {f"{o['kind']}/{o['metadata']['name']}": o["metadata"]["uid"] for o in items
             if any(r.get("name") == owner for r in o["metadata"].get("ownerReferences") or [])}
 
@@ -100,7 +100,7 @@ def test_reset_restores_the_start(lab: Lab, said: Said) -> None:
     lab.reset()
     assert "restored the start snapshot" in said and "solving" not in said, said
     assert exercises.last_result(lab, "orphan-children") is None, "a reset kept what the checks said before it"
-    assert not [c for c in json.loads(lab.kubectl("get", "configmaps", "-n", TEAM, "-o", "json"))["items"]
+    assert not [c for c in lab.objects("configmaps", TEAM)
                 if c["metadata"]["name"].startswith("extra-")]
     assert _solved(lab) == {"orphan-children": False, "adopt-service": False, LAST: False}
     assert "webapp-controller" not in lab.running()  # the lab starts with no controller running

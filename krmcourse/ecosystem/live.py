@@ -7,7 +7,6 @@ built the dataset's rows for CRD manifests, so both tables answer the same quest
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -21,8 +20,7 @@ if TYPE_CHECKING:
 
 def cluster_crds(lab: Lab) -> list[dict[str, Any]]:
     """Every CustomResourceDefinition the lab's API server has, as returned by the API (not the files)."""
-    listing = json.loads(lab.kubectl("get", "customresourcedefinitions", "-o", "json"))
-    return sorted(listing.get("items", []), key=lambda crd: crd["metadata"]["name"])
+    return sorted(lab.objects("customresourcedefinitions"), key=lambda crd: crd["metadata"]["name"])
 
 
 def live_kinds(lab: Lab) -> pd.DataFrame:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import json
 import time
 import warnings
 from collections.abc import Callable
@@ -40,7 +39,7 @@ class Cluster(Protocol):
     @property
     def kubeconfig(self) -> Path: ...
 
-    def kubectl(self, *args: str) -> str: ...
+    def objects(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, order=True)
@@ -261,9 +260,9 @@ class EventTimeline:
         if self._recorder is not None:
             self._recorder.stop()
         assert self.start is not None
-        events = json.loads(self.cluster.kubectl("get", "events", "-n", self.namespace, "-o", "json"))
+        events = self.cluster.objects("events", self.namespace)
         watched = [e for e in (self._recorder.entries if self._recorder else []) if e.time >= self.start]
-        self.entries = sorted(watched + entries_from_events(events.get("items", []), self.start, self.end))
+        self.entries = sorted(watched + entries_from_events(events, self.start, self.end))
 
     def rows(self) -> list[dict[str, str]]:
         """The entries as rows with the time relative to the start of the block."""

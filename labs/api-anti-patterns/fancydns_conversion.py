@@ -154,8 +154,7 @@ def stored_as(lab: Lab) -> dict[str, str] | None:
 
 def read_as(lab: Lab, version: str) -> list[dict[str, Any]]:
     """Every FancyDNS, as the API server hands it out in the given version."""
-    out = lab.kubectl("get", f"fancydnses.{version}.{GROUP}", "-n", NAMESPACE, "-o", "json")
-    return list(json.loads(out)["items"])
+    return lab.objects(f"fancydnses.{version}.{GROUP}", NAMESPACE)
 
 
 def migrate(lab: Lab) -> list[dict[str, str]]:

@@ -87,7 +87,7 @@ def owner_chain(lab: Lab, kind: str, name: str, namespace: str = NAMESPACE) -> l
 def children(lab: Lab, obj: dict[str, Any]) -> list[str]:
     """Kind/name of every object in ``obj``'s namespace whose controller ownerReference has ``obj``'s uid."""
     meta = obj["metadata"]
-    items = json.loads(lab.kubectl("get", CHILD_KINDS, "-n", meta["namespace"], "-o", "json"))["items"]
+    items = lab.objects(CHILD_KINDS, meta["namespace"])
     return sorted(f"{i['kind']}/{i['metadata']['name']}" for i in items
                   if (controller_of(i) or {}).get("uid") == meta["uid"])
 
@@ -136,7 +136,7 @@ def try_patch(lab: Lab, kind: str, name: str, patch: dict[str, Any], namespace: 
 
 
 def pods(lab: Lab, selector: str = "app=web", namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    return list(json.loads(lab.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json"))["items"])
+    return lab.objects("pods", namespace, selector=selector)
 
 
 def try_scale(lab: Lab, replicas: int, deployment: str = "web", namespace: str = NAMESPACE) -> Attempt:
@@ -329,7 +329,7 @@ def open_cases(lab: Lab, fresh: bool = False) -> CaseFiles:
         policy = old["enforcer"]["policy"]
         lab.kubectl("delete", f"validatingadmissionpolicybinding/{policy}", f"validatingadmissionpolicy/{policy}",
                     "--ignore-not-found")
-    lab.wait_until(lambda: not json.loads(lab.kubectl("get", "cases", "-n", CASEWORK, "-o", "json"))["items"],
+    lab.wait_until(lambda: not lab.objects("cases", CASEWORK),
                    timeout=60, message="the old Cases were never released (is the casework controller running?)")
     _create_scene(lab, record)
     lab.wait_until(lambda: not scene_problems(lab, CaseFiles(record)), timeout=90,
@@ -372,8 +372,7 @@ def _create_scene(lab: Lab, record: dict[str, Any]) -> None:
 def scene_problems(lab: Lab, files: CaseFiles) -> list[str]:
     """What the cluster no longer shows of the case files' evidence (empty when all of it is there)."""
     record = files.record
-    listing = lab.kubectl("get", "cases", "-n", CASEWORK, "-o", "json", "--show-managed-fields")
-    cases = {c["metadata"]["name"]: c for c in json.loads(listing)["items"]
+    cases = {c["metadata"]["name"]: c for c in lab.objects("cases", CASEWORK, show_managed_fields=True)
              if not c["metadata"].get("deletionTimestamp")}
     problems = [f"Case {n} is gone" for n in files.names if n not in cases]
     part = record["composite"]

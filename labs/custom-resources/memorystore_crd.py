@@ -82,7 +82,9 @@ def try_patch(
 
 
 def crd(lab: Lab) -> dict[str, Any]:
-    return json.loads(lab.kubectl("get", "crd", CRD, "-o", "json"))
+    found = lab.get("crd", CRD)
+    assert found is not None, f"the CRD {CRD} is not there: is the lab up?"
+    return found
 
 
 def version_index(lab: Lab, version: str) -> int:
@@ -203,7 +205,7 @@ def migrate_storage(lab: Lab, to: str = "v2") -> list[str]:
     A write with no change still makes the API server re-encode the object in the storage version:
     this is what the kube-storage-version-migrator does for a whole cluster.
     """
-    items = json.loads(lab.kubectl("get", f"memorystores.{to}.{GROUP}", "-A", "-o", "json"))["items"]
+    items = lab.objects(f"memorystores.{to}.{GROUP}", all_namespaces=True)
     for item in items:
         lab.kubectl("replace", "-f", "-", input=json.dumps(item))
     lab.kubectl(

@@ -228,7 +228,7 @@ def wait_allowed(lab: Lab, manifest: dict[str, Any], timeout: float = 30) -> Adm
 
 def containers_by_pod(lab: Lab, namespace: str, selector: str) -> dict[str, list[str]]:
     """Container names of each stored pod matching a label selector."""
-    pods = json.loads(lab.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json"))["items"]
+    pods = lab.objects("pods", namespace, selector=selector)
     return {p["metadata"]["name"]: [c["name"] for c in p["spec"]["containers"]] for p in pods}
 
 

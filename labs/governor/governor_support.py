@@ -81,8 +81,9 @@ def owns(fields: dict[str, Any], path: tuple[str, ...]) -> bool:
 
 def with_managed_fields(lab: Lab, kind: str, name: str) -> dict[str, Any]:
     """The object including metadata.managedFields, which kubectl hides unless asked."""
-    out = lab.kubectl("get", kind, name, "-n", NAMESPACE, "-o", "json", "--show-managed-fields")
-    return dict(json.loads(out))
+    found = lab.get(kind, name, NAMESPACE, show_managed_fields=True)
+    assert found is not None, f"{kind} {NAMESPACE}/{name} is not there"
+    return found
 
 
 def managers(lab: Lab, deployment: str) -> list[dict[str, Any]]:

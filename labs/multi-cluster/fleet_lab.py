@@ -9,7 +9,6 @@ another name and in another namespace.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -170,8 +169,8 @@ def put_source(lab: Any, name: str, namespace: str = NS, **data: str) -> None:
 
 def copies(lab: Any, namespace: str = NS) -> dict[str, dict]:
     """The mirrored copies in one cluster: name -> data."""
-    listed = json.loads(lab.kubectl("get", "configmaps", "-n", namespace, "-l", SOURCE, "-o", "json"))
-    return {item["metadata"]["name"]: item.get("data", {}) for item in listed["items"]}
+    copied = lab.objects("configmaps", namespace, selector=SOURCE)
+    return {item["metadata"]["name"]: item.get("data", {}) for item in copied}
 
 
 def wait_copies(lab: Any, want: set[str], absent: set[str] | None = None,

@@ -6,7 +6,6 @@ prometheus-client's parser, the same text format Prometheus itself scrapes.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import httpx
@@ -119,9 +118,10 @@ def replicas(lab: Lab, namespace: str, deployment: str) -> int | None:
 
 def field_managers(lab: Lab, namespace: str, kind: str, name: str) -> list[str]:
     """Who wrote an object, as "manager (operation[/subresource])" from metadata.managedFields."""
-    obj = json.loads(lab.kubectl("get", kind, name, "-n", namespace, "-o", "json", "--show-managed-fields"))
+    obj = lab.get(kind, name, namespace, show_managed_fields=True)
+    assert obj is not None, f"{kind} {namespace}/{name} is not there"
     rows = []
-    for entry in obj.get("metadata", {}).get("managedFields", []):
+    for entry in obj["metadata"].get("managedFields", []):
         sub = f"/{entry['subresource']}" if entry.get("subresource") else ""
         rows.append(f"{entry['manager']} ({entry['operation']}{sub})")
     return rows

@@ -114,9 +114,8 @@ def spec_written_by_hand(lab: Lab, obj: dict[str, Any]) -> list[str]:
     meta = obj["metadata"]
     last = (meta.get("annotations") or {}).get("kubectl.kubernetes.io/last-applied-configuration")
     fields = set((json.loads(last).get("spec") or {}) if last else {})
-    out = lab.kubectl("get", "bucket", meta["name"], "-n", meta["namespace"], "--show-managed-fields",
-                      "-o", "json")
-    for entry in json.loads(out)["metadata"].get("managedFields") or []:
+    stored = lab.get("bucket", meta["name"], meta["namespace"], show_managed_fields=True) or {"metadata": {}}
+    for entry in stored["metadata"].get("managedFields") or []:
         if entry.get("operation") == "Apply" and entry.get("subresource") != "status":
             fields |= {f.removeprefix("f:") for f in (entry.get("fieldsV1") or {}).get("f:spec") or {}} - {"."}
     return sorted(fields)

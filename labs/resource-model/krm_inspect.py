@@ -140,7 +140,7 @@ def ownership_rows(
     """Every object of ``kinds`` in a namespace with its owner (kind/name) and whether that owner controls it."""
     rows = []
     for kind in kinds:
-        for item in json.loads(lab.kubectl("get", kind, "-n", namespace, "-o", "json"))["items"]:
+        for item in lab.objects(kind, namespace):
             meta = item["metadata"]
             refs = meta.get("ownerReferences") or [{}]
             for ref in refs:

@@ -166,8 +166,8 @@ def create_servers(lab: Lab, names: list[str]) -> float:
 
 
 def servers(lab: Lab, names: list[str]) -> dict[str, dict[str, Any]]:
-    out = json.loads(lab.kubectl("get", "servers.metal.krmcourse.dev", "-n", NAMESPACE, "-o", "json"))
-    return {o["metadata"]["name"]: o for o in out["items"] if o["metadata"]["name"] in names}
+    return {o["metadata"]["name"]: o for o in lab.objects("servers.metal.krmcourse.dev", NAMESPACE)
+            if o["metadata"]["name"] in names}
 
 
 def wait_finished(lab: Lab, names: list[str], timeout: float = 60) -> dict[str, dict[str, Any]]:
@@ -229,11 +229,8 @@ def _span(times: dict[str, str] | None) -> float | None:
 
 def jobs(lab: Lab) -> list[dict[str, Any]]:
     """The controller's Jobs, with their completion condition and owner."""
-    out = json.loads(
-        lab.kubectl("get", "jobs", "-n", NAMESPACE, "-l", "metal.krmcourse.dev/server", "-o", "json")
-    )
     rows = []
-    for job in out["items"]:
+    for job in lab.objects("jobs", NAMESPACE, selector="metal.krmcourse.dev/server"):
         conditions = {c["type"]: c["status"] for c in job.get("status", {}).get("conditions", [])}
         rows.append(
             {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +12,7 @@ CLASSES = "cacheclasses.classes.krmcourse.dev"
 
 
 def check(lab: Lab) -> None:
-    classes = json.loads(lab.kubectl("get", CLASSES, "-o", "json"))["items"]
+    classes = lab.objects(CLASSES)
     marked = sorted(
         c["metadata"]["name"]
         for c in classes

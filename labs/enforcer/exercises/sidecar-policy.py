@@ -8,7 +8,6 @@ sidecar, and a pod without one must be refused by the webhook.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import yaml
@@ -20,7 +19,7 @@ IMAGE = "registry.example/log-shipper:2.1"
 
 def check(lab: Lab) -> None:
     enf = lab.support("enforcer_support")
-    policies = json.loads(lab.kubectl("get", "sidecarpolicies", "-n", "billing", "-o", "json"))["items"]
+    policies = lab.objects("sidecarpolicies", "billing")
     if not policies:
         raise CheckFailed("There is no SidecarPolicy in the billing namespace yet.")
     if not enf.answering(lab):

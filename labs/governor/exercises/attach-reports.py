@@ -7,7 +7,6 @@ governor at reports, with the reports-queue signal, 10 items per replica and at 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import yaml
@@ -16,7 +15,7 @@ from krmcourse import CheckFailed, Lab
 
 
 def check(lab: Lab) -> None:
-    scalers = json.loads(lab.kubectl("get", "queuescalers", "-n", "shop", "-o", "json"))["items"]
+    scalers = lab.objects("queuescalers", "shop")
     attached = [s for s in scalers if s["spec"]["targetRef"]["name"] == "reports"]
     if not attached:
         raise CheckFailed(

@@ -6,7 +6,6 @@ Deleting with the default policy makes the provisioner's finalizer remove the cl
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from krmcourse import CheckFailed, Lab
@@ -42,8 +41,7 @@ def check(lab: Lab) -> None:
 def _retained(lab: Lab, namespace: str) -> bool:
     """Whether the provisioner said it kept the cloud bucket of Bucket ``archive`` when it released it."""
     selector = f"involvedObject.kind=Bucket,involvedObject.name={NAME},reason=Retained"
-    events = json.loads(lab.kubectl("get", "events", "-n", namespace, "--field-selector", selector, "-o", "json"))
-    return bool(events.get("items"))
+    return bool(lab.objects("events", namespace, field_selector=selector))
 
 
 def solve(lab: Lab) -> None:

@@ -23,7 +23,7 @@ def check(lab: Lab) -> None:
         raise CheckFailed(
             "Website web/gallery is gone; the point is to repair its reference, not to remove it."
         )
-    stores = json.loads(lab.kubectl("get", "assetstores.refs.krmcourse.dev", "-A", "-o", "json"))["items"]
+    stores = lab.objects("assetstores.refs.krmcourse.dev", all_namespaces=True)
     ok, reason, message = _rules(lab).resolution(gallery, stores)
     if not ok:
         wanted = gallery["spec"]["assetStoreRef"]["name"]

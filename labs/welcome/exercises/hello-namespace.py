@@ -8,7 +8,6 @@ called ``hello``, and a Namespace whose name only starts with it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from krmcourse import CheckFailed, Lab
@@ -18,13 +17,13 @@ NAME = "hello"
 
 def _near_misses(lab: Lab) -> str:
     """What the cluster holds that looks like the answer but is not, said in one sentence (or "")."""
-    namespaces = json.loads(lab.kubectl("get", "namespaces", "-o", "json"))["items"]
+    namespaces = lab.objects("namespaces")
     close = sorted(ns["metadata"]["name"] for ns in namespaces if NAME in ns["metadata"]["name"])
     if close:
         which = f"is a Namespace {close[0]}" if len(close) == 1 else f"are Namespaces {', '.join(close)}"
         return f" There {which}, but the name has to be exactly {NAME!r}."
-    others = json.loads(lab.kubectl("get", "configmaps,secrets,serviceaccounts", "--all-namespaces",
-                                    f"--field-selector=metadata.name={NAME}", "-o", "json"))["items"]
+    others = lab.objects("configmaps,secrets,serviceaccounts", all_namespaces=True,
+                         field_selector=f"metadata.name={NAME}")
     if others:
         found = ", ".join(f"a {o['kind']} in {o['metadata']['namespace']}" for o in others)
         return f" There is an object called {NAME!r} ({found}), but it is not a Namespace."
