@@ -23,7 +23,8 @@ def test_mypy_strict_finds_nothing(tmp_path: Path) -> None:
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
 
 
-#: What issue 18's gates forbid, spelt in two halves so that this file does not match itself.
+#: What issue 18's gates forbid, spelt in two halves so that neither this test nor the issue's own grep
+#: of labs/ and tests/ finds them here.
 IMPORT_PATH_EDITS = "sys." + "path"
 PROVIDER_NAME_CHECKS = "provider.name " + "=="
 
@@ -32,7 +33,7 @@ def _lines_with(text: str, *folders: str) -> list[str]:
     found = []
     for folder in folders:
         for path in sorted((ROOT / folder).rglob("*")):
-            if path.is_file() and path.suffix in (".py", ".md", ".ipynb", ".yaml") and path != Path(__file__):
+            if path.is_file() and path.suffix in (".py", ".md", ".ipynb", ".yaml"):
                 found += [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
                           for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if text in line]
     return found
