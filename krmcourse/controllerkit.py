@@ -15,6 +15,7 @@ import logging
 import random
 import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -50,15 +51,29 @@ METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 METADATA_ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
+#: One line at a time: a controller logs from its event loop and from threads (an HTTP callback, say).
+_LOG_LOCK = threading.Lock()
+
+
 def log(*parts: object) -> None:
-    print(time.strftime("%H:%M:%S"), *parts, flush=True)
+    """Write one line to the controller's log, stamped to the millisecond; safe from any thread.
+
+    The line goes out in one write. ``print`` writes each part, and the newline, separately, so two
+    threads printing at once can run their lines together, and a test counting lines miscounts.
+    """
+    moment = time.time()
+    line = " ".join([time.strftime("%H:%M:%S", time.localtime(moment)) + f".{int(moment % 1 * 1000):03d}",
+                     *map(str, parts)])
+    with _LOG_LOCK:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def serve_metrics() -> int:
     """Start the metrics endpoint on a free port and print its URL (the notebook reads it from the log)."""
     server, _ = start_http_server(0, addr="127.0.0.1")
     port = int(server.server_port)
-    print(f"metrics: http://127.0.0.1:{port}/metrics", flush=True)
+    log(f"metrics: http://127.0.0.1:{port}/metrics")
     return port
 
 

@@ -62,6 +62,7 @@ from krmcourse.controllerkit import (
     controller_main,
     controller_ref,
     key_of,
+    log,
     serve_metrics,
 )
 from krmcourse.labcode import saved_function
@@ -84,10 +85,6 @@ SLOW_STEPS = Counter("server_controller_slow_steps", f"Steps that held the one w
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-
-
-def log(message: str) -> None:
-    print(f"{now()[11:23]} {message}", flush=True)
 
 
 class StepMetal:
