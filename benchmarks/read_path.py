@@ -5,7 +5,9 @@ Run:  .venv/bin/python benchmarks/read_path.py [--reads 200] [--suite tests/test
 1. Per read: ``Lab("sandbox").get("configmap", ...)`` many times each way, alternating in blocks so both
    see the same machine load: the HTTPS path (:mod:`krmcourse.reads`, the default) and the kubectl
    path it replaced (``KRMCOURSE_READS=kubectl``). Wall time and CPU time (this process and its
-   children) per read.
+   children) per read. Then one refresh of the ownership tree (``collect_namespace``: discovery, then a
+   list of every namespaced kind) beside the two kubectl processes a refresh ran before
+   (``kubectl api-resources``, then one ``kubectl get`` of every kind).
 2. With ``--suite``: ``./course test`` on the given tests or notebooks, each way, alternating, ``--rounds``
    times: wall time, CPU time of everything the run started, and its last line (the pass count).
 
@@ -15,6 +17,7 @@ It prints a table and writes the figures as JSON to benchmarks/results/.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -26,6 +29,7 @@ from pathlib import Path
 from record import save  # benchmarks/record.py: run as a script, this folder is on sys.path
 
 from krmcourse import Lab
+from krmcourse.widgets.ownership import SKIPPED_RESOURCES, collect_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
 WAYS = {"https": {}, "kubectl": {"KRMCOURSE_READS": "kubectl"}}
@@ -57,10 +61,36 @@ def per_read(reads: int, blocks: int = 5) -> dict[str, dict[str, float]]:
                 walls[way].append(wall / n * 1000)
                 cpus[way].append(cpu / n * 1000)
         os.environ.pop("KRMCOURSE_READS", None)
-        return {way: {"wall_ms": round(statistics.median(walls[way]), 2),
-                      "cpu_ms": round(statistics.median(cpus[way]), 2)} for way in WAYS}
+        result = {way: {"wall_ms": round(statistics.median(walls[way]), 2),
+                        "cpu_ms": round(statistics.median(cpus[way]), 2)} for way in WAYS}
+        return result | tree_refresh(lab, blocks)
     finally:
         lab.down()
+
+
+def _tree_by_kubectl(lab: Lab, namespace: str) -> list[dict[str, object]]:
+    """How the ownership tree read a namespace before it used the lab's connection: two kubectl processes."""
+    kinds = [k for k in lab.kubectl("api-resources", "--namespaced=true", "--verbs=list", "-o", "name").split()
+             if k not in SKIPPED_RESOURCES and k.split(".")[0] not in SKIPPED_RESOURCES]
+    return list(json.loads(lab.kubectl("get", ",".join(kinds), "-n", namespace, "-o", "json")).get("items", []))
+
+
+def tree_refresh(lab: Lab, blocks: int, refreshes: int = 4) -> dict[str, dict[str, float]]:
+    """One refresh of the ownership tree, each way, in alternating blocks; both must find the same objects."""
+    ways = {"tree refresh, https": lambda: collect_namespace(lab, "kube-system"),
+            "tree refresh, kubectl": lambda: _tree_by_kubectl(lab, "kube-system")}
+    found = {way: sorted(o["metadata"]["uid"] for o in read()) for way, read in ways.items()}
+    if len(set(map(tuple, found.values()))) != 1:
+        raise SystemExit(f"the two ways found different objects: {found}")
+    walls: dict[str, list[float]] = {way: [] for way in ways}
+    cpus: dict[str, list[float]] = {way: [] for way in ways}
+    for _ in range(blocks):
+        for way, read in ways.items():
+            wall, cpu = timed(lambda read=read: [read() for _ in range(refreshes)])
+            walls[way].append(wall / refreshes * 1000)
+            cpus[way].append(cpu / refreshes * 1000)
+    return {way: {"wall_ms": round(statistics.median(walls[way]), 1),
+                  "cpu_ms": round(statistics.median(cpus[way]), 1)} for way in ways}
 
 
 def suite(targets: list[str], rounds: int) -> dict[str, list[dict[str, object]]]:

@@ -566,6 +566,16 @@ class Lab:
             found += json.loads(self.kubectl(*args)).get("items") or []
         return found
 
+    def listable_kinds(self, namespaced: bool = True) -> list[str]:
+        """Every resource type of the cluster that can be listed, kept in a namespace (or, with
+        ``namespaced=False``, cluster-wide): the names ``kubectl api-resources --verbs=list -o name``
+        prints, such as ``configmaps`` and ``deployments.apps``. Asked of discovery afresh, as kubectl
+        asks it, over the lab's one HTTPS connection."""
+        if (reader := self._reader()) is not None and (names := reader.listable(namespaced)) is not reads.ASK_KUBECTL:
+            return cast("list[str]", names)
+        return self.kubectl("api-resources", f"--namespaced={str(namespaced).lower()}", "--verbs=list",
+                            "-o", "name").split()
+
     def _reader(self) -> reads.Reader | None:
         """The lab's one HTTPS reader; None when ``KRMCOURSE_READS=kubectl`` asks for the old way (for
         ``benchmarks/read_path.py``)."""

@@ -142,6 +142,24 @@ class Reader:
                 item.get("metadata", {}).pop("managedFields", None)
         return items
 
+    def listable(self, namespaced: bool) -> list[str] | _AskKubectl:
+        """Every resource type that can be listed, namespaced or cluster-wide, by the names ``kubectl
+        api-resources --verbs=list -o name`` prints (``plural``, ``plural.group`` outside the core group):
+        each once, at its group's preferred version. Or :data:`ASK_KUBECTL`."""
+        with self._lock:
+            api = self._connect()
+            if api is None or not self._discover(api):
+                return ASK_KUBECTL
+            groups = [*self._core.get("items", []), *self._groups.get("items", [])]
+        names = []
+        for group in groups:
+            group_name = group.get("metadata", {}).get("name", "")
+            preferred = (group.get("versions") or [{}])[0]  # versions come in order of preference
+            for res in preferred.get("resources") or []:
+                if "list" in (res.get("verbs") or []) and (res.get("scope") == "Namespaced") == namespaced:
+                    names.append(f"{res['resource']}.{group_name}" if group_name else res["resource"])
+        return names
+
     def close(self) -> None:
         with self._lock:
             self._drop()
@@ -167,21 +185,25 @@ class Reader:
             self._api.close()
         self._api, self._stamp, self._core, self._groups, self._etag, self._names = None, None, {}, {}, "", {}
 
-    def _resource(self, api: probe.ApiProbe, kind: str) -> Resource | None:
-        key = kind.lower()
+    def _discover(self, api: probe.ApiProbe) -> bool:
+        """Discovery as the server has it now: the core group once, the named groups asked again with
+        their ETag. False when the server did not answer it."""
         if not self._core:
             status, body = api.get("/api", accept=DISCOVERY)
             if status != 200:
-                return None
+                return False
             self._core = _json(body)
         status, body, etag = api.get_fresh("/apis", accept=DISCOVERY, etag=self._etag)
         if status == 200:
             self._groups, self._etag, self._names = _json(body), etag, {}
-        elif status != 304:
+        return status in (200, 304)
+
+    def _resource(self, api: probe.ApiProbe, kind: str) -> Resource | None:
+        if not self._discover(api):
             return None
         if not self._names:
             self._names = resource_names({"items": [*self._core.get("items", []), *self._groups.get("items", [])]})
-        return self._names.get(key)
+        return self._names.get(kind.lower())
 
 
 def _json(body: bytes) -> dict[str, Any]:

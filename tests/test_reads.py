@@ -100,6 +100,19 @@ def test_lab_objects_are_the_items_kubectl_lists_without_a_process_per_read(sand
 
 
 @pytest.mark.cluster
+def test_listable_kinds_are_what_kubectl_api_resources_names(sandbox: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = {scope: sandbox.kubectl("api-resources", f"--namespaced={scope}", "--verbs=list", "-o", "name").split()
+                for scope in ("true", "false")}
+    assert "configmaps" in expected["true"] and "deployments.apps" in expected["true"]
+    assert "nodes" in expected["false"] and "configmaps" not in expected["false"]
+    with monkeypatch.context() as no_kubectl:
+        no_kubectl.setattr(kubectl, "run", _kubectl_is_not_wanted)
+        got = {scope: sandbox.listable_kinds(namespaced=scope == "true") for scope in ("true", "false")}
+    assert {scope: sorted(names) for scope, names in got.items()} == \
+        {scope: sorted(names) for scope, names in expected.items()}
+
+
+@pytest.mark.cluster
 def test_a_new_kind_and_a_new_preferred_version_are_seen_at_once(sandbox: Lab, namespace: str,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     group = f"{namespace}.example.com"

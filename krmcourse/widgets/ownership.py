@@ -3,14 +3,15 @@
 The data model (:class:`OwnershipGraph`, :class:`OwnerNode`) is built from plain object dicts, so it
 can be tested on any list of objects. :func:`collect_namespace` fills it from a live cluster: it asks
 the API's discovery which namespaced kinds can be listed, then lists each kind in the namespace, so
-custom resources are found the same way as built-in ones. :class:`OwnershipTree` is the thin
-ipywidgets view, with a Refresh button and an optional background refresh.
+custom resources are found the same way as built-in ones. Both go over the lab's one HTTPS
+connection (:meth:`krmcourse.Lab.listable_kinds`, :meth:`krmcourse.Lab.objects`), not through a
+kubectl process per refresh. :class:`OwnershipTree` is the thin ipywidgets view, with a Refresh
+button and an optional background refresh.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,10 +25,12 @@ SKIPPED_RESOURCES = frozenset(
 )
 
 
-class HasKubectl(Protocol):
-    """Anything that runs kubectl against one cluster, such as a :class:`krmcourse.Lab`."""
+class Cluster(Protocol):
+    """What the tree needs from a cluster, as a :class:`krmcourse.Lab` provides it."""
 
-    def kubectl(self, *args: str) -> str: ...
+    def listable_kinds(self, namespaced: bool = True) -> list[str]: ...
+
+    def objects(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -152,18 +155,16 @@ def render_html(node: OwnerNode) -> str:
     return f'<ul style="font-family:monospace;list-style:none;padding-left:1em">{item(node)}</ul>'
 
 
-def listable_namespaced_resources(cluster: HasKubectl) -> list[str]:
+def listable_namespaced_resources(cluster: Cluster) -> list[str]:
     """Discovery, asked fresh: every namespaced resource that supports list (``plural.group``)."""
-    out = cluster.kubectl("api-resources", "--namespaced=true", "--verbs=list", "-o", "name")
-    return [r for r in out.split() if r not in SKIPPED_RESOURCES and r.split(".")[0] not in SKIPPED_RESOURCES]
+    return [r for r in cluster.listable_kinds(namespaced=True)
+            if r not in SKIPPED_RESOURCES and r.split(".")[0] not in SKIPPED_RESOURCES]
 
 
-def collect_namespace(cluster: HasKubectl, namespace: str) -> list[Obj]:
-    """Every object of every listable namespaced kind in `namespace`. One request per kind, made by
-    kubectl; the List it returns carries each item's kind and apiVersion."""
-    resources = listable_namespaced_resources(cluster)
-    out = cluster.kubectl("get", ",".join(resources), "-n", namespace, "-o", "json", "--ignore-not-found")
-    return json.loads(out).get("items", []) if out.strip() else []
+def collect_namespace(cluster: Cluster, namespace: str) -> list[Obj]:
+    """Every object of every listable namespaced kind in `namespace`, one request per kind, each with
+    its kind and apiVersion."""
+    return cluster.objects(",".join(listable_namespaced_resources(cluster)), namespace)
 
 
 class OwnershipTree:
@@ -173,7 +174,7 @@ class OwnershipTree:
     >>> tree            # shows the widget; print(tree) shows the text form  # doctest: +SKIP
     """
 
-    def __init__(self, cluster: HasKubectl, kind: str, name: str, namespace: str) -> None:
+    def __init__(self, cluster: Cluster, kind: str, name: str, namespace: str) -> None:
         self.cluster = cluster
         self.kind, self.name, self.namespace = kind, name, namespace
         self.root: OwnerNode | None = None
