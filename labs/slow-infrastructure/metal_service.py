@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import signal
 import sys
 import threading
@@ -29,6 +30,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+
+#: Its log, one whole line per record: requests are served on threads of their own, and print() from
+#: two threads at once can run their lines together.
+log = logging.getLogger("metal-service")
 
 
 class Metal:
@@ -74,7 +79,7 @@ class Metal:
                 "memoryGiB": 64 << (digest[1] % 3),
                 "serial": digest[2:7].hex().upper(),
             }
-        print(f"inspected {host_id}", flush=True)
+        log.info(f"inspected {host_id}")
         if callback:
             try:
                 httpx.post(callback, json={"id": host_id, "event": "inspected"}, timeout=5).raise_for_status()
@@ -83,7 +88,7 @@ class Metal:
             except httpx.HTTPError as err:
                 with self.lock:
                     self.stats["callbacks failed"] += 1  # the controller's periodic check will notice anyway
-                print(f"callback to {callback} failed: {err}", flush=True)
+                log.info(f"callback to {callback} failed: {err}")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -133,7 +138,7 @@ class Handler(BaseHTTPRequestHandler):
             status, host = metal.inspect(parts[1], body.get("callback"))
         else:
             return self._reply(404, {"error": "unknown path"})
-        print(f"{self.command} {self.path} -> {status}", flush=True)
+        log.info(f"{self.command} {self.path} -> {status}")
         return self._reply(status, host)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -160,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--seconds-per-minute must be positive and --inspect-minutes not negative")
     server = Server(args.port, Metal(args.seconds_per_minute, args.inspect_minutes))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    print(f"metal service listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+    log.info(f"metal service listening on http://127.0.0.1:{server.server_address[1]}")
     try:
         server.serve_forever()
     finally:

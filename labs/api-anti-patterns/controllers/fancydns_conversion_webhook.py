@@ -12,10 +12,15 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
 import ssl
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+#: Its log, one whole line per record: requests are served on threads of their own, and print() from
+#: two threads at once can run their lines together.
+log = logging.getLogger("conversion-webhook")
 
 GROUP = "dns.krmcourse.dev"
 
@@ -90,11 +95,8 @@ class Handler(BaseHTTPRequestHandler):
         objects = review.get("request", {}).get("objects", [])
         sources = sorted({o.get("apiVersion", "?").split("/")[-1] for o in objects})
         target = review.get("request", {}).get("desiredAPIVersion", "?").split("/")[-1]
-        print(
-            f"converted {len(objects)} object(s) {','.join(sources) or '-'} -> {target}: "
-            f"{answer['response']['result']['status']}",
-            flush=True,
-        )
+        log.info(f"converted {len(objects)} object(s) {','.join(sources) or '-'} -> {target}: "
+                 f"{answer['response']['result']['status']}")
         body = json.dumps(answer).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -117,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(args.cert, args.key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    print(f"serving conversions on https://{args.host}:{args.port}/convert", flush=True)
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+    log.info(f"serving conversions on https://{args.host}:{args.port}/convert")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
