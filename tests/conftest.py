@@ -11,7 +11,8 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -167,6 +168,24 @@ def sandbox() -> Iterator:
     lab = Lab("sandbox", instance="shared").up()
     yield lab
     lab.down()
+
+
+@pytest.fixture
+def without_kubectl(monkeypatch: pytest.MonkeyPatch) -> Callable[[], AbstractContextManager[None]]:
+    """``with without_kubectl(): ...`` fails the test if the block runs kubectl: for code that must read
+    over the lab's one HTTPS connection, with no process per read."""
+    from krmcourse import kubectl
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"ran kubectl {args[1] if len(args) > 1 else args}, where no process was wanted")
+
+    @contextmanager
+    def forbidden() -> Iterator[None]:
+        with monkeypatch.context() as patch:
+            patch.setattr(kubectl, "run", refuse)
+            yield
+
+    return forbidden
 
 
 @pytest.fixture

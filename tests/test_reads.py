@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from krmcourse import Lab, kubectl, probe
+from krmcourse import Lab, probe
 from krmcourse.errors import KubectlError
 from krmcourse.reads import DISCOVERY, resource_names
 
@@ -38,9 +38,6 @@ def test_names_resolve_as_kubectl_resolves_them() -> None:
     assert names["widget"].path("a b", "team") == "/apis/shop.example.com/v2/namespaces/team/widgets/a%20b"
 
 
-def _kubectl_is_not_wanted(*args: object, **kwargs: object) -> None:
-    raise AssertionError(f"lab.get ran kubectl {args[1] if len(args) > 1 else args}")
-
 
 def _kubectl_get(lab: Lab, kind: str, name: str, namespace: str | None = None) -> dict:
     return json.loads(lab.kubectl("get", kind, name, "-o", "json", *(["-n", namespace] if namespace else [])))
@@ -48,7 +45,7 @@ def _kubectl_get(lab: Lab, kind: str, name: str, namespace: str | None = None) -
 
 @pytest.mark.cluster
 def test_lab_get_is_what_kubectl_shows_without_a_process_per_read(sandbox: Lab, namespace: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                  without_kubectl) -> None:
     sandbox.kubectl("create", "configmap", "x", "-n", namespace, "--from-literal=a=b")
     cases = [("configmap", "x", namespace), ("cm", "x", namespace), ("ConfigMap", "x", namespace),
              ("apiservice", "v1.apps", None), ("ns", namespace, "ignored-for-a-cluster-scoped-kind"),
@@ -56,8 +53,7 @@ def test_lab_get_is_what_kubectl_shows_without_a_process_per_read(sandbox: Lab, 
     expected = [_kubectl_get(sandbox, *case) for case in cases]
     assert "managedFields" in sandbox.get("configmap", "x", namespace, show_managed_fields=True)["metadata"]
 
-    with monkeypatch.context() as no_kubectl:
-        no_kubectl.setattr(kubectl, "run", _kubectl_is_not_wanted)
+    with without_kubectl():
         assert [sandbox.get(*case) for case in cases] == expected
     assert sandbox.get("configmap", "absent", namespace) is None
     assert sandbox.get("crd", "absent.example.com") is None
@@ -69,7 +65,7 @@ def _kubectl_list(lab: Lab, kind: str, *flags: str) -> list[dict]:
 
 @pytest.mark.cluster
 def test_lab_objects_are_the_items_kubectl_lists_without_a_process_per_read(sandbox: Lab, namespace: str,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                          without_kubectl) -> None:
     for name, team in (("a", "red"), ("b", "blue"), ("c", "red")):
         sandbox.kubectl("create", "configmap", name, "-n", namespace)
         sandbox.kubectl("label", "configmap", name, "-n", namespace, f"team={team}")
@@ -91,8 +87,7 @@ def test_lab_objects_are_the_items_kubectl_lists_without_a_process_per_read(sand
     assert [c["metadata"]["name"] for c in expected[1]] == ["a", "c"] and expected[-1] == []
     assert {i["kind"] for i in expected[3]} == {"ConfigMap", "ServiceAccount"}
     assert any("managedFields" in i["metadata"] for i in expected[-2])
-    with monkeypatch.context() as no_kubectl:
-        no_kubectl.setattr(kubectl, "run", _kubectl_is_not_wanted)
+    with without_kubectl():
         got = [sandbox.objects(*args, **kw) for args, kw, _flags in cases]
     assert got == expected
     with pytest.raises(KubectlError, match="doesnotexist"):  # what only kubectl can answer goes to kubectl
@@ -100,13 +95,12 @@ def test_lab_objects_are_the_items_kubectl_lists_without_a_process_per_read(sand
 
 
 @pytest.mark.cluster
-def test_listable_kinds_are_what_kubectl_api_resources_names(sandbox: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_listable_kinds_are_what_kubectl_api_resources_names(sandbox: Lab, without_kubectl) -> None:
     expected = {scope: sandbox.kubectl("api-resources", f"--namespaced={scope}", "--verbs=list", "-o", "name").split()
                 for scope in ("true", "false")}
     assert "configmaps" in expected["true"] and "deployments.apps" in expected["true"]
     assert "nodes" in expected["false"] and "configmaps" not in expected["false"]
-    with monkeypatch.context() as no_kubectl:
-        no_kubectl.setattr(kubectl, "run", _kubectl_is_not_wanted)
+    with without_kubectl():
         got = {scope: sandbox.listable_kinds(namespaced=scope == "true") for scope in ("true", "false")}
     assert {scope: sorted(names) for scope, names in got.items()} == \
         {scope: sorted(names) for scope, names in expected.items()}
@@ -114,7 +108,7 @@ def test_listable_kinds_are_what_kubectl_api_resources_names(sandbox: Lab, monke
 
 @pytest.mark.cluster
 def test_a_new_kind_and_a_new_preferred_version_are_seen_at_once(sandbox: Lab, namespace: str,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                 without_kubectl) -> None:
     group = f"{namespace}.example.com"
     version = {"name": "v1", "served": True, "storage": True,
                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
@@ -128,15 +122,13 @@ def test_a_new_kind_and_a_new_preferred_version_are_seen_at_once(sandbox: Lab, n
         sandbox.wait_for(f"crd/gadgets.{group}", "condition=Established")
         sandbox.apply({"apiVersion": f"{group}/v1", "kind": "Gadget",
                        "metadata": {"name": "g", "namespace": namespace}})
-        with monkeypatch.context() as no_kubectl:
-            no_kubectl.setattr(kubectl, "run", _kubectl_is_not_wanted)
+        with without_kubectl():
             assert sandbox.get("gadget", "g", namespace)["apiVersion"] == f"{group}/v1"
         crd["spec"]["versions"] = [{**version, "storage": False}, {**version, "name": "v2"}]
         sandbox.apply(crd)
         sandbox.wait_until(lambda: f"{group}/v2" in sandbox.kubectl("api-versions"), timeout=30)
         shown = _kubectl_get(sandbox, "gadget", "g", namespace)
-        with monkeypatch.context() as no_kubectl:
-            no_kubectl.setattr(kubectl, "run", _kubectl_is_not_wanted)
+        with without_kubectl():
             assert sandbox.get("gadget", "g", namespace) == shown
         assert shown["apiVersion"] == f"{group}/v2"
     finally:

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from krmcourse import kubectl
 from krmcourse.widgets import (
     EventTimeline,
     OwnershipGraph,
@@ -18,10 +17,6 @@ from krmcourse.widgets import (
     render_text,
 )
 from krmcourse.widgets.timeline import writer
-
-
-def _kubectl_is_not_wanted(*args: object, **kwargs: object) -> None:
-    raise AssertionError(f"the widget ran kubectl {args[1] if len(args) > 1 else args}")
 
 
 def obj(kind: str, name: str, uid: str, owners: tuple[tuple[str, bool], ...] = ()) -> dict:
@@ -105,15 +100,14 @@ def test_events_are_filtered_to_the_window_with_either_timestamp_shape() -> None
 
 
 @pytest.mark.cluster
-def test_ownership_tree_follows_a_real_deployment(sandbox, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ownership_tree_follows_a_real_deployment(sandbox, namespace: str, without_kubectl) -> None:
     sandbox.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=2", "-n", namespace)
     sandbox.wait_until(
         lambda: len([o for o in collect_namespace(sandbox, namespace) if o["kind"] == "Pod"]) == 2,
         timeout=60,
         message="the Deployment's pods never appeared",
     )
-    with monkeypatch.context() as no_kubectl:  # a live tree refreshes every 2 s: no process per refresh
-        no_kubectl.setattr(kubectl, "run", _kubectl_is_not_wanted)
+    with without_kubectl():  # a live tree refreshes every 2 s: no process per refresh
         tree = OwnershipTree(sandbox, "deployment", "web", namespace=namespace)
         tree.refresh()
     [replicaset] = tree.root.find("ReplicaSet")

@@ -88,7 +88,7 @@ class Metal:
             except httpx.HTTPError as err:
                 with self.lock:
                     self.stats["callbacks failed"] += 1  # the controller's periodic check will notice anyway
-                log.info(f"callback to {callback} failed: {err}")
+                log.warning(f"callback to {callback} failed: {err}")
 
 
 class Handler(BaseHTTPRequestHandler):
