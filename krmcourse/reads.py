@@ -148,9 +148,9 @@ class Reader:
         each once, at its group's preferred version. Or :data:`ASK_KUBECTL`."""
         with self._lock:
             api = self._connect()
-            if api is None or not self._discover(api):
-                return ASK_KUBECTL
-            groups = [*self._core.get("items", []), *self._groups.get("items", [])]
+            groups = self._discover(api) if api is not None else None
+        if groups is None:
+            return ASK_KUBECTL
         names = []
         for group in groups:
             group_name = group.get("metadata", {}).get("name", "")
@@ -185,24 +185,27 @@ class Reader:
             self._api.close()
         self._api, self._stamp, self._core, self._groups, self._etag, self._names = None, None, {}, {}, "", {}
 
-    def _discover(self, api: probe.ApiProbe) -> bool:
-        """Discovery as the server has it now: the core group once, the named groups asked again with
-        their ETag. False when the server did not answer it."""
+    def _discover(self, api: probe.ApiProbe) -> list[dict[str, Any]] | None:
+        """Every API group as the server has it now, the core group first: the core group asked once, the
+        named groups again each time, with their ETag. None when the server did not answer."""
         if not self._core:
             status, body = api.get("/api", accept=DISCOVERY)
             if status != 200:
-                return False
+                return None
             self._core = _json(body)
         status, body, etag = api.get_fresh("/apis", accept=DISCOVERY, etag=self._etag)
         if status == 200:
             self._groups, self._etag, self._names = _json(body), etag, {}
-        return status in (200, 304)
+        elif status != 304:
+            return None
+        return [*self._core.get("items", []), *self._groups.get("items", [])]
 
     def _resource(self, api: probe.ApiProbe, kind: str) -> Resource | None:
-        if not self._discover(api):
+        groups = self._discover(api)
+        if groups is None:
             return None
         if not self._names:
-            self._names = resource_names({"items": [*self._core.get("items", []), *self._groups.get("items", [])]})
+            self._names = resource_names({"items": groups})
         return self._names.get(kind.lower())
 
 

@@ -38,7 +38,6 @@ def test_names_resolve_as_kubectl_resolves_them() -> None:
     assert names["widget"].path("a b", "team") == "/apis/shop.example.com/v2/namespaces/team/widgets/a%20b"
 
 
-
 def _kubectl_get(lab: Lab, kind: str, name: str, namespace: str | None = None) -> dict:
     return json.loads(lab.kubectl("get", kind, name, "-o", "json", *(["-n", namespace] if namespace else [])))
 
