@@ -1,6 +1,7 @@
 """The whole suite's wall time at two commits, side by side, from the same clean start.
 
-Run:  .venv/bin/python benchmarks/suite_time.py BEFORE [AFTER] [--rounds 1] [--provider kwok] [--also ARGS]
+Run:  .venv/bin/python benchmarks/suite_time.py BEFORE [AFTER] [--rounds 1] [--provider kwok]
+                                                [--also ARGS | --same-tests]
 
 Each commit is cloned afresh from this repository into a temporary folder and installed there
 (``./course install``: its own .venv; the compiled toolchain in the user cache is shared when the pins
@@ -10,6 +11,9 @@ same machine, and its wall time, the CPU time of everything it started, and its 
 Run it on an otherwise idle machine: it prints the load average before and after each run.
 ``--also "-m 'not faults'"`` adds, each round, a run of AFTER with those pytest arguments: the later
 suite without the tests that the earlier one did not have, when the suite has grown in between.
+``--same-tests`` runs, at each commit, only the tests both commits have (by test id; a notebook by its
+file, since its cells are its tests and change with it) in place of the whole suites: the same work,
+before and after, when the suite has grown.
 
 It prints a table and writes the figures as JSON to benchmarks/results/.
 """
@@ -56,6 +60,14 @@ def run_suite(folder: Path, env: dict[str, str], extra: list[str]) -> dict[str, 
             "load_before": load, "load_after": os.getloadavg()[0]}
 
 
+def collected(folder: Path, env: dict[str, str]) -> list[str]:
+    """The ids of the tests ``./course test`` would run in ``folder``: a notebook by its file."""
+    done = subprocess.run([str(folder / "course"), "test", "--collect-only", "-q", "-n", "0"], cwd=folder, env=env,
+                          capture_output=True, text=True, check=True)
+    ids = [line.strip() for line in done.stdout.splitlines() if "::" in line]
+    return list(dict.fromkeys(i.split("::")[0] if i.split("::")[0].endswith(".ipynb") else i for i in ids))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("before", help="the earlier commit")
@@ -63,6 +75,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--provider", default="kwok")
     parser.add_argument("--also", default="", help="pytest arguments for one more run of AFTER each round")
+    parser.add_argument("--same-tests", action="store_true", help="run only the tests both commits have")
     args = parser.parse_args()
     env = {**os.environ, "KRMCOURSE_PROVIDER": args.provider}
     env.pop("VIRTUAL_ENV", None)
@@ -74,6 +87,11 @@ def main() -> None:
         commits = {way: clone(rev, folders[way]) for way, rev in (("before", args.before), ("after", args.after))}
         result["commits"] = commits
         ways = {"before": [], "after": [], **({f"after {args.also}": shlex.split(args.also)} if args.also else {})}
+        if args.same_tests:
+            after = set(collected(folders["after"], env))
+            same = [test for test in collected(folders["before"], env) if test in after]
+            result["same_tests"] = {"count": len(same), "notebooks": sum(t.endswith(".ipynb") for t in same)}
+            ways = {"before": same, "after": same}
         runs: dict[str, list[dict[str, object]]] = {way: [] for way in ways}
         for round_ in range(args.rounds):
             for way in list(ways) if round_ % 2 == 0 else list(reversed(ways)):

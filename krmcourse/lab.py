@@ -547,13 +547,15 @@ class Lab:
         shows, each with its kind and apiVersion. ``kind`` may name several, separated by commas
         (``"deployments,services"``); ``selector`` and ``field_selector`` are kubectl's ``-l`` and
         ``--field-selector``. Read over the lab's one HTTPS connection, as :meth:`get` reads."""
+        kinds = kind.split(",")
+        reader = self._reader()
+        answers = (reader.objects(kinds, namespace, all_namespaces, selector, field_selector, show_managed_fields)
+                   if reader is not None else [reads.ASK_KUBECTL] * len(kinds))
         found: list[dict[str, Any]] = []
-        for one in kind.split(","):
-            if (reader := self._reader()) is not None:
-                items = reader.objects(one, namespace, all_namespaces, selector, field_selector, show_managed_fields)
-                if items is not reads.ASK_KUBECTL:
-                    found += cast("list[dict[str, Any]]", items)
-                    continue
+        for one, items in zip(kinds, answers, strict=True):
+            if items is not reads.ASK_KUBECTL:
+                found += cast("list[dict[str, Any]]", items)
+                continue
             args = ["get", one, "-o", "json"]
             if all_namespaces or namespace:
                 args += ["-A"] if all_namespaces else ["-n", str(namespace)]

@@ -104,7 +104,7 @@ class Reader:
         """The object, None when it does not exist, or :data:`ASK_KUBECTL`."""
         with self._lock:
             api = self._connect()
-            resource = self._resource(api, kind) if api is not None else None
+            resource = self._resources(api, [kind])[0] if api is not None else None
         if api is None or resource is None:
             return ASK_KUBECTL
         status, body = api.get(resource.path(name, namespace or self._namespace))
@@ -117,17 +117,24 @@ class Reader:
             return None  # the object is not there (a missing type says so without naming the object)
         return ASK_KUBECTL
 
-    def objects(self, kind: str, namespace: str | None = None, all_namespaces: bool = False,
+    def objects(self, kinds: list[str], namespace: str | None = None, all_namespaces: bool = False,
                 selector: str | None = None, field_selector: str | None = None,
-                show_managed_fields: bool = False) -> list[dict[str, Any]] | _AskKubectl:
-        """The objects, each with its ``kind`` and ``apiVersion`` as kubectl shows them, or :data:`ASK_KUBECTL`."""
+                show_managed_fields: bool = False) -> list[list[dict[str, Any]] | _AskKubectl]:
+        """The objects of each kind, each with its ``kind`` and ``apiVersion`` as kubectl shows them, or
+        :data:`ASK_KUBECTL` for a kind. Discovery is asked once for them all."""
         with self._lock:
             api = self._connect()
-            resource = self._resource(api, kind) if api is not None else None
-        if api is None or resource is None:
-            return ASK_KUBECTL
+            resources = self._resources(api, kinds) if api is not None else [None] * len(kinds)
+        if api is None:
+            return [ASK_KUBECTL] * len(kinds)
         query = urlencode({k: v for k, v in (("labelSelector", selector), ("fieldSelector", field_selector)) if v})
-        path = resource.collection(None if all_namespaces else namespace or self._namespace)
+        where = None if all_namespaces else namespace or self._namespace
+        return [ASK_KUBECTL if resource is None else self._list(api, resource.collection(where), query,
+                                                                 show_managed_fields)
+                for resource in resources]
+
+    def _list(self, api: probe.ApiProbe, path: str, query: str,
+              show_managed_fields: bool) -> list[dict[str, Any]] | _AskKubectl:
         status, body = api.get(f"{path}?{query}" if query else path)
         if status != 200:
             return ASK_KUBECTL
@@ -200,13 +207,14 @@ class Reader:
             return None
         return [*self._core.get("items", []), *self._groups.get("items", [])]
 
-    def _resource(self, api: probe.ApiProbe, kind: str) -> Resource | None:
+    def _resources(self, api: probe.ApiProbe, kinds: list[str]) -> list[Resource | None]:
+        """What each of ``kinds`` names, from one look at discovery; None for a name the server does not know."""
         groups = self._discover(api)
         if groups is None:
-            return None
+            return [None] * len(kinds)
         if not self._names:
             self._names = resource_names({"items": groups})
-        return self._names.get(kind.lower())
+        return [self._names.get(kind.lower()) for kind in kinds]
 
 
 def _json(body: bytes) -> dict[str, Any]:

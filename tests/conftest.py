@@ -8,15 +8,14 @@ kernels started by nbval inherit the same environment.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import testhome
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -24,9 +23,9 @@ if TYPE_CHECKING:
 # Each test process (and each pytest-xdist worker) gets its own state folder, so clusters of the same
 # lab started by a notebook and by a test in parallel never meet. Set KRMCOURSE_HOME to opt out.
 _OWN_HOME = "KRMCOURSE_HOME" not in os.environ or "_KRMCOURSE_TEST_HOME" in os.environ
+# A run stopped by a signal leaves its folder behind: the next run takes it down (testhome).
 if _OWN_HOME:
-    _worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    os.environ["KRMCOURSE_HOME"] = tempfile.mkdtemp(prefix=f"krmcourse-test-{_worker}-")
+    os.environ["KRMCOURSE_HOME"] = str(testhome.make(os.environ.get("PYTEST_XDIST_WORKER", "main")))
     os.environ["_KRMCOURSE_TEST_HOME"] = "1"
 
 # Notebooks run to their end here: their solution cells apply the reference solutions, which a
@@ -143,21 +142,27 @@ def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
         playwright.stop()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Take down what earlier test runs, stopped by a signal, left running, and say so."""
+    if hasattr(session.config, "workerinput"):  # a run's first process does it, once
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for home in testhome.abandoned():
+        deleted = testhome.take_down(home)
+        said = f"krmcourse: removed {home}, which a stopped test run left behind"
+        said += f", and took down its clusters {', '.join(deleted)}" if deleted else ""
+        if reporter:
+            reporter.write_line(said)
+        else:
+            print(said)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Take down any cluster a failed test left behind, and remove the run's state folder."""
-    if not _OWN_HOME:
-        return
-    from krmcourse.paths import state_dir
-    from krmcourse.processes import kill_recorded
-    from krmcourse.providers.kind import KindProvider
-    from krmcourse.providers.kwok import KwokProvider
+    if _OWN_HOME:
+        from krmcourse.paths import state_dir
 
-    for folder in (state_dir() / "labs").glob("*/processes"):  # controllers belong to their lab
-        kill_recorded(folder)
-    for provider in (KwokProvider(), KindProvider()):
-        for cluster in provider.clusters():  # this run's state folder only
-            provider.delete(cluster)
-    shutil.rmtree(state_dir(), ignore_errors=True)
+        testhome.take_down(state_dir())
 
 
 @pytest.fixture(scope="session")

@@ -94,6 +94,22 @@ def test_lab_objects_are_the_items_kubectl_lists_without_a_process_per_read(sand
 
 
 @pytest.mark.cluster
+def test_several_kinds_at_once_ask_discovery_once(sandbox: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ownership tree lists every namespaced kind in one call: one look at discovery serves them all."""
+    kinds = sandbox.listable_kinds()
+    asked: list[str] = []
+    get_fresh = probe.ApiProbe.get_fresh
+
+    def counted(self: probe.ApiProbe, path: str, *args: object, **kwargs: object) -> object:
+        asked.append(path)
+        return get_fresh(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(probe.ApiProbe, "get_fresh", counted)
+    assert sandbox.objects(",".join(kinds), "kube-system")
+    assert asked == ["/apis"], f"{len(kinds)} kinds listed, and discovery was asked {len(asked)} times"
+
+
+@pytest.mark.cluster
 def test_listable_kinds_are_what_kubectl_api_resources_names(sandbox: Lab, without_kubectl) -> None:
     expected = {scope: sandbox.kubectl("api-resources", f"--namespaced={scope}", "--verbs=list", "-o", "name").split()
                 for scope in ("true", "false")}
