@@ -44,7 +44,7 @@ from . import toolchain
 from .errors import KrmcourseError, PortInUseError, UsageError
 from .jupyter import require_free_port
 from .lab import MAX_LABS_ENV, Lab
-from .paths import cache_dir, locks_dir, private_file, state_dir
+from .paths import cache_dir, create_readable, locks_dir, private_file, state_dir
 from .processes import ManagedProcess, live_processes, stop_recorded
 from .providers.kwok import PORTS_LOCK, free_ports
 
@@ -331,13 +331,10 @@ def _own_lock_file(path: Path) -> None:
             path.unlink()
         except FileNotFoundError:
             pass
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        except FileExistsError:
-            continue  # a learner made it again just now
-        os.fchmod(fd, 0o644)
-        os.close(fd)
-        return
+        if (fd := create_readable(path)) is not None:
+            os.close(fd)
+            return
+        # a learner made it again just now
 
 
 def _readable(top: Path) -> None:

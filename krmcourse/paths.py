@@ -92,12 +92,20 @@ def _lock_handle(path: Path) -> int:
             return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             pass
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        except FileExistsError:
-            continue  # made by somebody else just now: open theirs
-        os.fchmod(fd, 0o644)  # whatever the umask
-        return fd
+        if (fd := create_readable(path)) is not None:
+            return fd
+        # made by somebody else just now: open theirs
+
+
+def create_readable(path: Path) -> int | None:
+    """Make the file ``path``, readable by all whatever the umask, and return a read-only descriptor of it;
+    None when the file is there already (``O_EXCL``: never one somebody else made, nor through a link)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        return None
+    os.fchmod(fd, 0o644)
+    return fd
 
 
 @contextmanager

@@ -28,11 +28,13 @@ def make(worker: str) -> Path:
 
 
 def abandoned() -> list[Path]:
-    """Test state folders whose process has ended without removing them. A folder that names no process
-    yet belongs to a run that is starting, and one whose process cannot be read is left alone."""
+    """This user's test state folders whose process has ended without removing them. A folder that names
+    no process yet belongs to a run that is starting, and one whose process cannot be read is left alone."""
     found = []
     for home in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
         try:
+            if home.stat().st_uid != os.getuid():
+                continue
             pid, started = (home / OWNER).read_text().split()
             if psutil.Process(int(pid)).create_time() != float(started):  # the pid was reused
                 found.append(home)
