@@ -7,7 +7,8 @@ Each commit is cloned afresh from this repository into a temporary folder and in
 (``./course install``: its own .venv; the compiled toolchain in the user cache is shared when the pins
 agree, as on any machine that has run the course before). The install is not timed. Then
 ``./course test -q`` runs in each clone, the commits alternating round by round so that both meet the
-same machine, and its wall time, the CPU time of everything it started, and its summary line are kept.
+same machine, and its wall time, the CPU time of the processes it waited for (the tests, kubectl,
+kwokctl; a cluster's components run detached and are not counted), and its summary line are kept.
 Run it on an otherwise idle machine: it prints the load average before and after each run.
 ``--also "-m 'not faults'"`` adds, each round, a run of AFTER with those pytest arguments: the later
 suite without the tests that the earlier one did not have, when the suite has grown in between.
