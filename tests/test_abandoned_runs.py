@@ -68,7 +68,7 @@ def test_a_run_killed_with_its_cluster_up_is_taken_down_by_the_next() -> None:
             testhome.take_down(home)
 
 
-def test_a_running_test_process_and_a_folder_still_being_made_are_left_alone(tmp_path: Path) -> None:
+def test_a_running_test_process_and_a_folder_still_being_made_are_left_alone() -> None:
     assert (state_dir() / testhome.OWNER).exists()
     assert state_dir() not in testhome.abandoned()
     starting = Path(tempfile.mkdtemp(prefix=testhome.PREFIX))  # no owner written yet
