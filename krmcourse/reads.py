@@ -124,30 +124,13 @@ class Reader:
         :data:`ASK_KUBECTL` for a kind. Discovery is asked once for them all."""
         with self._lock:
             api = self._connect()
-            resources = self._resources(api, kinds) if api is not None else [None] * len(kinds)
-        if api is None:
-            return [ASK_KUBECTL] * len(kinds)
+            if api is None:
+                return [ASK_KUBECTL] * len(kinds)
+            resources = self._resources(api, kinds)
         query = urlencode({k: v for k, v in (("labelSelector", selector), ("fieldSelector", field_selector)) if v})
         where = None if all_namespaces else namespace or self._namespace
-        return [ASK_KUBECTL if resource is None else self._list(api, resource.collection(where), query,
-                                                                 show_managed_fields)
+        return [ASK_KUBECTL if resource is None else _items(api, resource.collection(where), query, show_managed_fields)
                 for resource in resources]
-
-    def _list(self, api: probe.ApiProbe, path: str, query: str,
-              show_managed_fields: bool) -> list[dict[str, Any]] | _AskKubectl:
-        status, body = api.get(f"{path}?{query}" if query else path)
-        if status != 200:
-            return ASK_KUBECTL
-        listing = _json(body)
-        # The API server leaves kind and apiVersion off a list's items; kubectl puts them back.
-        kind_of_items = str(listing.get("kind", "")).removesuffix("List")
-        items: list[dict[str, Any]] = listing.get("items") or []
-        for item in items:
-            item.setdefault("apiVersion", listing.get("apiVersion"))
-            item.setdefault("kind", kind_of_items)
-            if not show_managed_fields:
-                item.get("metadata", {}).pop("managedFields", None)
-        return items
 
     def listable(self, namespaced: bool) -> list[str] | _AskKubectl:
         """Every resource type that can be listed, namespaced or cluster-wide, by the names ``kubectl
@@ -215,6 +198,23 @@ class Reader:
         if not self._names:
             self._names = resource_names({"items": groups})
         return [self._names.get(kind.lower()) for kind in kinds]
+
+
+def _items(api: probe.ApiProbe, path: str, query: str, show_managed_fields: bool) -> list[dict[str, Any]] | _AskKubectl:
+    """One list's items, with the ``kind`` and ``apiVersion`` kubectl puts back on each, or :data:`ASK_KUBECTL`."""
+    status, body = api.get(f"{path}?{query}" if query else path)
+    if status != 200:
+        return ASK_KUBECTL
+    listing = _json(body)
+    # The API server leaves kind and apiVersion off a list's items; kubectl puts them back.
+    kind_of_items = str(listing.get("kind", "")).removesuffix("List")
+    items: list[dict[str, Any]] = listing.get("items") or []
+    for item in items:
+        item.setdefault("apiVersion", listing.get("apiVersion"))
+        item.setdefault("kind", kind_of_items)
+        if not show_managed_fields:
+            item.get("metadata", {}).pop("managedFields", None)
+    return items
 
 
 def _json(body: bytes) -> dict[str, Any]:
