@@ -1,9 +1,9 @@
 """Growth of the API surface (concept E2).
 
-The talk dated every API group by the first commit it appeared in on GitHub. No pinned source dates
-third-party groups, so the honest series here is the built-in API across Kubernetes releases, read from
-the schemas kubernetes-validate ships for each release, dated by the day each release's ``.0`` was
-announced (``kubernetes_releases.csv``, each date with its announcement).
+The 2019 talk counted new API groups showing up on GitHub over time; it does not say how it dated
+them. No pinned source dates third-party groups, so the honest series here is the built-in API across
+Kubernetes releases, read from the schemas kubernetes-validate ships for each release, dated by the day
+each release's ``.0`` was announced (``kubernetes_releases.csv``, each date with its announcement).
 """
 
 from __future__ import annotations
@@ -55,8 +55,9 @@ def kinds_per_year(growth: pd.DataFrame) -> float:
 def kinds_per_group(species: pd.DataFrame) -> pd.DataFrame:
     """How many kinds each API group holds, largest first: why the talk counted groups, not kinds.
 
-    One project can add dozens of kinds in one go (the talk's Kubeform spike), so kinds measure project
-    size as much as ecosystem growth; groups count independent API designs.
+    One project can add dozens of kinds in one go (the talk's Kubeform spike, "cube form" in the
+    captions), so kinds measure project size as much as ecosystem growth; groups count independent API
+    designs.
     """
     counts = species.groupby("group").size().rename("kinds").sort_values(ascending=False)
     return counts.reset_index()

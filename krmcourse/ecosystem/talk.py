@@ -1,8 +1,9 @@
 """The 2019 talk's figures, beside the same measures taken on this dataset.
 
-Every talk figure below is what the talk's transcript states (or, where the transcript only says a
-slide showed it, is marked so). They are labelled "reported in the 2019 talk" wherever they are shown;
-nothing here recomputes them.
+Every talk figure below is what the talk's recording states, in the course's words; where the automatic
+captions are garbled or only hint at a slide, the text says so. ``datasets/claims.yaml`` records where
+each one is found in the transcript. They are labelled "reported in the 2019 talk" wherever they are
+shown; nothing here recomputes them.
 """
 
 from __future__ import annotations
@@ -27,19 +28,22 @@ class TalkFigure:
 TALK_FIGURES: tuple[TalkFigure, ...] = (
     TalkFigure("E1", "raw material", "about 27,000 YAML files from GitHub, split into about 67,000 objects "
                "(with duplicates)"),
-    TalkFigure("E2", "new API groups per year", "about 1,000 a year (linear for the last year); about 2,000 "
-               "APIs so far; one-repo spikes such as Kubeform, with over 1,000 types in one repository"),
+    TalkFigure("E2", "new API groups per year", "growth linear over the last year, and a guess of about 1,000 "
+               "new groups in the next year; about 2,000 APIs so far; one-repository spikes such as Kubeform "
+               "(the captions' \"cube form\"), with over 1,000 types in one repository"),
     TalkFigure("E2", "CRDs versus aggregated API servers", "about a hundred times more CRDs; extension API "
-               "servers barely grew in two years"),
+               "servers hardly grew at all in the last two years"),
     TalkFigure("E3", "validation", "60% of CRDs on GitHub"),
-    TalkFigure("E3", "printer columns, status subresource, conditions", "discussed without a number (printer "
-               "columns recommended, status adopted well, conditions in need of guidance)"),
+    TalkFigure("E3", "printer columns, status subresource, conditions", "no figure stated, though a slide may have "
+               "shown some: printer columns recommended, the status subresource adopted well; on conditions "
+               "the captions are garbled (perhaps: authors could use advice on whether and how to use them)"),
     TalkFigure("E3", "scale subresource", "about 1% of CRDs"),
     TalkFigure("E4", "CNCF projects using KRM", "18 projects in their core, 6 more through an operator; "
                "136 types"),
     TalkFigure("E5", "X/ClusterX pairs in one API group", "around 40"),
-    TalkFigure("E5", "X/XClaim and X/XClass", "XClaim: a fairly small number (ObjectBucketClaim the most "
-               "reused); XClass: a decent number, three in the core API"),
+    TalkFigure("E5", "X/XClaim and X/XClass", "XClaim: a fairly small number, one of them "
+               "(ObjectBucketClaim) used in quite a few places; XClass: a decent number, three places in "
+               "the core API by the speaker's guess"),
 )
 
 
@@ -92,8 +96,8 @@ def comparison(kinds: pd.DataFrame, builtin: pd.DataFrame) -> pd.DataFrame:
         "new API groups per year": "no",
         "CRDs versus aggregated API servers": "roughly: same question, one cluster instead of GitHub",
         "validation": "roughly: same measure; CRD v1 (2019: optional in v1beta1) now requires a schema",
-        "printer columns, status subresource, conditions": "no for the subresources (4 CRDs); roughly for "
-                                                           "conditions",
+        "printer columns, status subresource, conditions": "no: the talk states no figure for these (and the "
+                                                           "subresources rest on 4 CRDs)",
         "scale subresource": "no: 4 CRDs from one project",
         "CNCF projects using KRM": "no",
         "X/ClusterX pairs in one API group": "roughly: one cluster versus all of GitHub",
