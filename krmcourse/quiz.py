@@ -9,8 +9,9 @@ requests as they arrive (an Enforcer) or keeps acting on objects in steady state
 else works without ipywidgets, so the tests and the exercise checks use the same grading.
 
 Notebook 10 grades the quiz as an exercise (``labs/controller-patterns/exercises/pattern-quiz.py``): its
-widget hands the answers to the lab (``submit``), whose check says how many are right but not which, so
-that the quiz cannot be passed by trying answers until it does.
+widget hands the answers to the lab (``submit``), whose check says how many are right but not which, and
+draws the questions in a new order at every third miss: trying answers until the count is full is slow and
+teaches nothing, yet a learner can always try again.
 
 >>> classify(creates_resources=True, outside_krm=False)
 <Pattern.COMPOSITE: 'Composite'>

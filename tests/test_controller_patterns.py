@@ -1,7 +1,9 @@
-"""The controller-patterns lab's own code, without a cluster: the draw, the fingerprint readers, verdicts.
+"""The controller-patterns lab's own code: the draw, the fingerprint readers, verdicts, and the quiz's misses.
 
 The exercises themselves (check, solve and the wrong solutions) run on a real cluster in
-tests/test_exercises.py; these pin down the pieces whose mistakes would be hard to see there.
+tests/test_exercises.py; these pin down the pieces whose mistakes would be hard to see there. All but
+the last run without a cluster; the last follows the graded quiz, on a real cluster, through three misses
+to a new draw.
 """
 
 from __future__ import annotations
@@ -75,3 +77,45 @@ def test_a_sheet_prints_numbered_needs_in_its_own_order() -> None:
     lines = str(sheet).splitlines()
     assert lines[0] == f"1. {QUESTIONS[-1].need}" and len(lines) == len(QUESTIONS)
     assert sheet.questions[0] is QUESTIONS[-1]
+
+
+@pytest.mark.cluster
+def test_the_third_miss_draws_a_new_quiz_sheet_and_the_widget_follows_it() -> None:
+    """Never a dead end: misses are counted, the third draws a new order, and grading goes on honestly."""
+    from krmcourse import CheckFailed, Lab
+
+    lab = Lab("controller-patterns", instance="quiz").up()
+    try:
+        first = sup.quiz_sheet(lab, fresh=True)
+        box = sup.quiz_widget(lab)
+
+        def submit(wrong: int) -> str:
+            """Pick every answer right but the first ``wrong`` questions, and press the button."""
+            for i, question in enumerate(QUESTIONS):
+                bad = next(p for p in Pattern if p is not question.answer)
+                box.pickers[question.id].value = (bad if i < wrong else question.answer).value
+            box.check(None)
+            return str(box.result.value)
+
+        said = submit(1)
+        assert "7 of 8 right" in said and "2 more misses" in said, said
+        assert "2 more misses" in submit(1), "the same answers checked again are no new attempt"
+        said = submit(2)
+        assert "6 of 8 right" in said and "1 more miss " in said, said
+        assert sup.misses(lab, sup.SHEET) == 2
+        said = submit(3)
+        assert "5 of 8 right" in said and "drew again" in said and "new order" in said, said
+        assert sup.read_sheet(lab) is not None and sup.misses(lab, sup.SHEET) == 0
+        assert lab.get("configmap", sup.QUIZ_ANSWERS, namespace=sup.CASEWORK) is None
+        drawn = sup.read_sheet(lab)
+        # Wrong answers on the new sheet are still graded, and still fail: the check stays honest.
+        said = submit(1)
+        assert "7 of 8 right" in said and "2 more misses" in said, said
+        with pytest.raises(CheckFailed, match="7 of 8 right"):
+            lab.check("pattern-quiz")
+        # The buttons were made for the first sheet; they answer the new one by question, not by number.
+        assert "All right" in submit(0)
+        assert sup.read_sheet(lab) == drawn and lab.solved("pattern-quiz")
+        assert first.questions != () and {q.id for q in drawn.questions} == {q.id for q in first.questions}
+    finally:
+        lab.down()

@@ -10,8 +10,9 @@ Three parts:
   reads it to know which Case each of its loops looks after.
 - **The quiz sheet** (:func:`quiz_sheet`): the course's quiz questions in an order drawn per sheet.
 
-Both exercises grade through :func:`judge`: it says how many answers are right but not which, and
-counts the misses on an object the learner does not write (see ``exercises/case-files.py``).
+Both exercises grade through :func:`judge`: it says how many answers are right but not which, counts
+the misses on an object the learner does not write, and draws afresh at the third (see
+``exercises/case-files.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import hashlib
 import json
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ FINALIZER = "patterns.krmcourse.dev/cleanup"
 SERVICE_ACCOUNT = "casework-controller"
 INDEX, VERDICTS = "case-files", "verdicts"
 SHEET, QUIZ_ANSWERS = "quiz-sheet", "quiz-answers"
-#: Graded attempts that may miss, per case files or quiz sheet; the next one is refused.
+#: Graded attempts that may miss on one draw of the case files or the quiz sheet; the last of them draws afresh.
 MAX_MISSES = 3
 MISSES = "patterns.krmcourse.dev/misses"
 LAST_GRADED = "patterns.krmcourse.dev/last-graded"
@@ -452,38 +453,33 @@ def misses(lab: Lab, ledger: str) -> int:
     return int(((obj or {}).get("metadata", {}).get("annotations") or {}).get(MISSES, "0"))
 
 
-def refuse_if_spent(lab: Lab, ledger: str, *, what: str, start_again: str) -> None:
-    """CheckFailed when ``ledger`` (the case files' index, or the quiz sheet) has no graded attempts left."""
-    if misses(lab, ledger) >= MAX_MISSES:
-        raise CheckFailed(f"No more graded attempts on {what}: {MAX_MISSES} of them missed, so the check grades "
-                          f"nothing more here, right or wrong. {start_again}")
-
-
 def judge(lab: Lab, ledger: str, answers: Mapping[str, str], right: int, total: int, *, what: str,
-          start_again: str, advice: str = "") -> None:
+          redraw: Callable[[], object], redrawn: str, advice: str = "") -> None:
     """Pass when all ``total`` answers are right; otherwise say how many are, never which, and count the miss.
 
     The misses are counted in annotations of ``ledger`` (the index of the case files, or the quiz sheet),
     not on the answers, so writing the answers afresh does not reset them. The same answers checked again
-    are not a new attempt. After :data:`MAX_MISSES` misses the check grades nothing more on that ledger,
-    not even right answers: ``start_again`` says how to get a new draw.
+    are not a new attempt. The :data:`MAX_MISSES`-th miss calls ``redraw``, which replaces the ledger (and
+    its count) with a new draw, and the hint says so (``redrawn``): the learner can always try again, never
+    meets a check that refuses to grade, and what the counts told about the old draw does not fit the new one.
     """
-    refuse_if_spent(lab, ledger, what=what, start_again=start_again)
     if right == total:
         return
     obj = lab.get("configmap", ledger, namespace=CASEWORK)
     annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
     missed = int(annotations.get(MISSES, "0"))
     fingerprint = digest(answers)
+    count = " ".join(filter(None, [f"{right} of {total} right; the check does not say which.", advice]))
     if fingerprint != annotations.get(LAST_GRADED):
         missed += 1
+        if missed >= MAX_MISSES:
+            redraw()
+            raise CheckFailed(f"{count} That was miss {missed} on {what}, so the check drew again: {redrawn}")
         lab.kubectl("annotate", "configmap", ledger, "-n", CASEWORK, "--overwrite", f"{MISSES}={missed}",
                     f"{LAST_GRADED}={fingerprint}")
     left = MAX_MISSES - missed
-    more = (f"{left} graded attempt{'s' if left != 1 else ''} left on {what}." if left else
-            f"That was the last graded attempt on {what}. {start_again}")
-    raise CheckFailed(" ".join(filter(None, [f"{right} of {total} right; the check does not say which.", advice,
-                                             more])))
+    raise CheckFailed(f"{count} {left} more miss{'es' if left != 1 else ''} on {what}, and the check draws "
+                      "afresh.")
 
 
 # --------------------------------------------------------------------------- the quiz sheet
@@ -532,9 +528,10 @@ def answer_quiz(lab: Lab, answers: Mapping[str | int, str]) -> None:
 def quiz_widget(lab: Lab) -> Any:
     """The sheet as buttons; "Check my answers" writes quiz-answers and runs the exercise's check."""
     sheet = quiz_sheet(lab)
-    number = {q.id: n for n, q in sheet.items}
 
     def submit(answers: Mapping[str, str | None]) -> str:
+        # By question, on the sheet drawn now: a miss may have drawn a new order since the buttons were made.
+        number = {q.id: n for n, q in quiz_sheet(lab).items}
         answer_quiz(lab, {number[qid]: p or "" for qid, p in answers.items()})
         try:
             lab.check("pattern-quiz")

@@ -22,8 +22,8 @@ Why the check cannot be passed by trying answers:
    verdict at a time to see which one moved the count costs attempts.
 3. It counts graded attempts that miss (the same verdicts checked again are not a new attempt) on the
    index ConfigMap ``casework/case-files``, not on the verdicts, so writing the verdicts afresh does not
-   reset the count. After three misses it grades nothing more, right or wrong, until new case files are
-   opened: new names, a new draw, new evidence, so nothing learned by guessing carries over.
+   reset the count. The third miss opens new case files, and the hint says so: new names, a new draw, new
+   evidence, so nothing learned by guessing carries over, and the learner can always try again.
 
 Verdicts that cannot be graded (a Case missing, an unknown pattern, no evidence) get a precise hint and
 cost nothing. The draw itself is kept in the lab's state folder, not in the cluster.
@@ -39,6 +39,8 @@ from krmcourse import CheckFailed, Lab
 from krmcourse.quiz import Pattern, grade
 
 START_AGAIN = "Open new case files (pat.open_cases(lab, fresh=True)): new Cases, a new draw, new evidence."
+REDRAWN = ("new case files, with new Cases, a new draw and new evidence (print(pat.open_cases(lab)) lists them). "
+           "Read the cluster again for each of them.")
 
 
 def check(lab: Lab) -> None:
@@ -47,8 +49,6 @@ def check(lab: Lab) -> None:
     if files is None:
         raise CheckFailed(f"No case files are open in the {sup.CASEWORK} namespace: the notebook's cell that "
                           "opens them has not run since the lab started, or they were closed.")
-    what = "these case files"
-    sup.refuse_if_spent(lab, sup.INDEX, what=what, start_again=START_AGAIN)
     verdicts = sup.read_verdicts(lab, files)
     problems = sup.scene_problems(lab, files)
     for _ in range(10):  # a loop may be putting back what was changed a moment ago
@@ -65,13 +65,13 @@ def check(lab: Lab) -> None:
     advice = ("A verdict is right when its pattern is, and its evidence is what the cluster shows for that "
               "pattern: " + "; ".join(f"{p.value}, {sup.EVIDENCE[p]}" for p in Pattern) + ".")
     sup.judge(lab, sup.INDEX, {n: f"{p.value} {e}" for n, (p, e) in verdicts.items()}, right, len(files.names),
-              what=what, start_again=START_AGAIN, advice=advice)
+              what="these case files", redraw=lambda: sup.open_cases(lab, fresh=True), redrawn=REDRAWN,
+              advice=advice)
 
 
 def solve(lab: Lab) -> None:
     sup = lab.support("patterns_support")
-    spent = sup.misses(lab, sup.INDEX) >= sup.MAX_MISSES  # no graded attempts left: open new case files
-    files = sup.open_cases(lab, fresh=spent)
+    files = sup.open_cases(lab)
     verdicts = {}
     for name in files.names:
         case = sup.case(lab, name)  # with its managedFields
@@ -106,8 +106,8 @@ def _right_patterns_wrong_evidence(lab: Lab) -> None:
 def _every_order_until_it_passes(lab: Lab) -> None:
     """Found each Case's evidence, then tried every order of the four pattern names until the check passed.
 
-    The right order comes last here (the loop's worst case); the check stops grading after three misses,
-    so even the right order, when it comes, is refused.
+    The right order comes last here (the loop's worst case); the third miss opens new case files, so the
+    orders tried after it, the right one too, name Cases that are gone.
     """
     sup = lab.support("patterns_support")
     files = sup.open_cases(lab)
@@ -123,17 +123,18 @@ def _every_order_until_it_passes(lab: Lab) -> None:
         break
 
 
-def _verdicts_written_afresh(lab: Lab) -> None:
-    """Out of attempts, delete the verdicts and write the right ones anew, hoping the count starts over."""
+def _old_verdicts_on_new_files(lab: Lab) -> None:
+    """The right verdicts of one opening, given in the same order to the Cases of the next."""
     sup = lab.support("patterns_support")
-    files = sup.open_cases(lab)
-    lab.kubectl("delete", "configmap", sup.VERDICTS, "-n", sup.CASEWORK, "--ignore-not-found")
-    sup.give_verdicts(lab, {n: (files.pattern(n).value, files.evidence(n)) for n in files.names})
+    old = sup.open_cases(lab)
+    verdicts = [(old.pattern(n).value, old.evidence(n)) for n in old.names]
+    new = sup.open_cases(lab, fresh=True)
+    sup.give_verdicts(lab, dict(zip(new.names, verdicts, strict=True)))
 
 
 WRONG: dict[str, Callable[[Lab], None]] = {
     "the right patterns with evidence from nearby (a ConfigMap, the finalizer, the creator, another policy)":
         _right_patterns_wrong_evidence,
     "every order of the pattern names, tried until the check passes": _every_order_until_it_passes,
-    "the verdicts deleted and written afresh after the attempts ran out": _verdicts_written_afresh,
+    "the right verdicts of the previous case files, given to the new Cases": _old_verdicts_on_new_files,
 }

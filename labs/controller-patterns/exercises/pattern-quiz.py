@@ -6,13 +6,15 @@ number to its question. The answers go into the ConfigMap ``casework/quiz-answer
 each value a pattern name; the notebook's widget writes them there too. The check marks them with
 ``krmcourse.quiz.grade``, the same code that marks the practice widget.
 
-Why it cannot be passed by trying answers: there is no evidence to give here, so the check relies on what it
+Why trying answers is a poor way through: there is no evidence to give here, so the check relies on what it
 says and how often. It grades only a full sheet, says how many answers are right but not which, and counts
 the graded attempts that miss on the sheet itself (the same answers checked again are not a new attempt;
-new answers written into a new ConfigMap are). After three misses it grades nothing more on that sheet,
-right or wrong. Three counts out of nine possible values cannot single out one of the 4^8 ways to answer,
-but they are plenty to settle a doubt or two. A new sheet puts the questions in a new order, so answers
-found by trying, kept by number, are worth nothing on it.
+new answers written into a new ConfigMap are). The third miss draws a new sheet, the same questions in a
+new order, and the hint says so: the learner can always try again, and answers found by trying, kept by
+number, are worth nothing on the new sheet. Three counts out of nine possible values cannot single out one
+of the 4^8 ways to answer, but they are plenty to settle a doubt or two. A learner who keeps the answers by
+question can go on searching sheet after sheet; that is slow and teaches nothing, and the notebook says the
+decision tree is the way.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from collections.abc import Callable
 from krmcourse import CheckFailed, Lab
 from krmcourse.quiz import Pattern, grade
 
-START_AGAIN = "Draw a new sheet (pat.quiz_sheet(lab, fresh=True)): the same questions, in a new order."
+REDRAWN = ("a new sheet, the same questions in a new order (print(pat.quiz_sheet(lab)) shows it). The widget's "
+           "buttons keep each pick with its question; answers written by number must follow the new numbers.")
 
 
 def check(lab: Lab) -> None:
@@ -32,8 +35,6 @@ def check(lab: Lab) -> None:
     if sheet is None:
         raise CheckFailed(f"No quiz sheet is drawn in the {sup.CASEWORK} namespace: the notebook's cell that draws "
                           "it has not run, or the sheet was changed by hand.")
-    what = "this quiz sheet"
-    sup.refuse_if_spent(lab, sup.SHEET, what=what, start_again=START_AGAIN)
     cm = lab.get("configmap", sup.QUIZ_ANSWERS, namespace=sup.CASEWORK)
     if cm is None:
         raise CheckFailed(f"There is no ConfigMap {sup.QUIZ_ANSWERS} in {sup.CASEWORK} yet: the check grades the "
@@ -51,12 +52,13 @@ def check(lab: Lab) -> None:
         score = grade({q.id: data[n] for n, q in sheet.items}, sheet.questions)
     except ValueError as exc:
         raise CheckFailed(f"An answer is not a pattern: {exc}.") from None
-    sup.judge(lab, sup.SHEET, data, score.score, score.total, what=what, start_again=START_AGAIN)
+    sup.judge(lab, sup.SHEET, data, score.score, score.total, what="this quiz sheet",
+              redraw=lambda: sup.quiz_sheet(lab, fresh=True), redrawn=REDRAWN)
 
 
 def solve(lab: Lab) -> None:
     sup = lab.support("patterns_support")
-    sheet = sup.quiz_sheet(lab, fresh=sup.misses(lab, sup.SHEET) >= sup.MAX_MISSES)
+    sheet = sup.quiz_sheet(lab)
     # Each question's answer is the decision tree walked with its facts: does it create something, and where;
     # if not, does it act on requests or all the time? (krmcourse.quiz.classify)
     sup.answer_quiz(lab, {number: question.answer.value for number, question in sheet.items})
@@ -72,7 +74,11 @@ def _admission_taken_for_governors(lab: Lab) -> None:
 
 
 def _one_question_at_a_time(lab: Lab) -> None:
-    """Start from all Composite, then try each pattern on each question, keeping whatever raises the count."""
+    """Start from all Composite, then try each pattern on each question, keeping whatever raises the count.
+
+    The third miss draws a new sheet and takes the answers away; what the counts said, kept by number, is
+    then about questions that have moved.
+    """
     sup = lab.support("patterns_support")
     sheet = sup.quiz_sheet(lab)
     answers = {n: Pattern.COMPOSITE.value for n, _ in sheet.items}
@@ -84,25 +90,28 @@ def _one_question_at_a_time(lab: Lab) -> None:
             try:
                 lab.check("pattern-quiz")
             except CheckFailed as failed:
+                if sup.read_sheet(lab) != sheet:
+                    return  # a new sheet: this search is over
                 count = re.match(r"(\d+) of \d+ right", failed.message)
-                if count is None:
-                    return  # the check stopped grading: nothing more to learn from it
+                assert count is not None, failed.message
                 if int(count.group(1)) > best:
                     best, answers = int(count.group(1)), trial
             else:
                 return
 
 
-def _answers_written_afresh(lab: Lab) -> None:
-    """Out of attempts, delete quiz-answers and write the right answers anew, hoping the count starts over."""
+def _old_sheet_answers_by_number(lab: Lab) -> None:
+    """The right answers of one sheet, kept by number, given on the next sheet."""
     sup = lab.support("patterns_support")
-    sheet = sup.quiz_sheet(lab)
-    lab.kubectl("delete", "configmap", sup.QUIZ_ANSWERS, "-n", sup.CASEWORK, "--ignore-not-found")
-    sup.answer_quiz(lab, {n: q.answer.value for n, q in sheet.items})
+    old = {n: q.answer.value for n, q in sup.quiz_sheet(lab).items}
+    new = sup.quiz_sheet(lab, fresh=True)
+    while all(q.answer.value == old[n] for n, q in new.items):  # a new order that happens to fit: draw again
+        new = sup.quiz_sheet(lab, fresh=True)
+    sup.answer_quiz(lab, old)
 
 
 WRONG: dict[str, Callable[[Lab], None]] = {
     "the admission-time needs answered Governor, the rest right": _admission_taken_for_governors,
     "each pattern tried on each question, keeping what raises the count": _one_question_at_a_time,
-    "the answers deleted and written afresh after the attempts ran out": _answers_written_afresh,
+    "the right answers of the previous sheet, kept by number, on a new sheet": _old_sheet_answers_by_number,
 }
