@@ -28,10 +28,16 @@ SENTENCES = ("questions", "objectives", "keypoints")
 
 @dataclass(frozen=True)
 class ExerciseSpec:
+    """One exercise of a lab. ``skill`` names what it practises (a short phrase, one per exercise in the
+    course); ``repeats`` is the reason, when there is one, why it practises a skill another exercise
+    already does."""
+
     id: str
     title: str
     minutes: int
     path: Path
+    skill: str | None = None
+    repeats: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,7 @@ class LabSpec:
         for item in self.raw.get("exercises") or []:
             ex_id = str(item["id"])
             out.append(ExerciseSpec(ex_id, str(item.get("title", ex_id)), int(item.get("minutes", 5)),
-                                    self.path / "exercises" / f"{ex_id}.py"))
+                                    self.path / "exercises" / f"{ex_id}.py", item.get("skill"), item.get("repeats")))
         return out
 
     @property
@@ -222,6 +228,14 @@ def _validate(where: Path, raw: dict[str, Any]) -> None:
         if not isinstance(item.get("minutes", 5), int):
             raise UsageError(f"{where}: exercise {item['id']}'s 'minutes' must be a whole number, "
                              f"not {item['minutes']!r}.", "For example: minutes: 5")
+        for key, example in (("skill", "skill: read a False condition to find the faulty spec field"),
+                             ("repeats", "repeats: the same rule on a whole spec, where status must stay writable")):
+            if key in item and not (isinstance(item[key], str) and item[key].strip()):
+                raise UsageError(f"{where}: exercise {item['id']}'s '{key}' must be a short phrase, "
+                                 f"not {item[key]!r}.", f"For example: {example}")
+        if "repeats" in item and "skill" not in item:
+            raise UsageError(f"{where}: exercise {item['id']} gives 'repeats' but no 'skill'.",
+                             "Name the skill it repeats under 'skill:', and keep the reason under 'repeats:'.")
     _validate_controllers(where, raw.get("controllers") or [])
     notebook = raw.get("notebook")
     if notebook is not None and not NOTEBOOK.match(str(notebook)):
@@ -297,3 +311,29 @@ def get(name: str, root: Path | None = None) -> LabSpec:
             f"There is no lab called {name!r}.",
             (f"Did you mean {close[0]!r}? " if close else "") + "Run 'krmcourse list' to see the labs.")
     return load(root / name)
+
+
+def skill_problems(labs: list[LabSpec]) -> list[str]:
+    """What is wrong with the skills the exercises of ``labs`` declare: an exercise that names none, and a
+    skill that several exercises practise when more than one of them gives no reason (``repeats:``).
+
+    Skills are compared without regard to case or spacing. An empty list means every exercise practises
+    its own skill, or repeats one on purpose and says why.
+    """
+    problems: list[str] = []
+    by_skill: dict[str, list[tuple[str, ExerciseSpec]]] = {}
+    for spec in labs:
+        for ex in spec.exercises:
+            if not ex.skill:
+                problems.append(f"labs/{spec.name}/lab.yaml: exercise {ex.id} names no skill. Add 'skill:', a short "
+                                "phrase for what it practises (labs/README.md).")
+                continue
+            by_skill.setdefault(" ".join(ex.skill.lower().split()), []).append((spec.name, ex))
+    for found in by_skill.values():
+        unexplained = [f"{lab}/{ex.id}" for lab, ex in found if not (ex.repeats and ex.repeats.strip())]
+        if len(found) > 1 and len(unexplained) > 1:
+            problems.append(f"{len(found)} exercises practise the skill {found[0][1].skill!r} "
+                            f"({', '.join(f'{lab}/{ex.id}' for lab, ex in found)}), and "
+                            f"{', '.join(unexplained)} give no reason. Name what each really practises, or "
+                            "say under 'repeats:' why one practises it again (labs/README.md).")
+    return problems

@@ -231,6 +231,7 @@ exercises:
   - id: $exercise
     title: Mark the starter ConfigMap ready
     minutes: 5
+    skill: change a field of a starting object   # the one skill this exercise practises, unique in the course
 """
 
 MANIFEST = """\

@@ -115,3 +115,54 @@ def test_the_prose_is_the_authors_and_text_sync_would_lose_is_refused(
     notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     with pytest.raises(UsageError, match="the last cell is not a Markdown cell that starts with '## Key points'"):
         notebook_cells.sync(catalog.get("composite"), notebook)
+
+
+def test_every_exercise_names_its_skill_and_repeats_one_only_with_a_reason() -> None:
+    problems = catalog.skill_problems(catalog.all_labs())
+    assert not problems, "\n".join(problems)
+
+
+def copy_lab_yamls(root: Path, monkeypatch: pytest.MonkeyPatch, *names: str) -> dict[str, Path]:
+    """Copies of some labs' lab.yaml alone, which the package then reads instead of the repository's."""
+    out = {}
+    for name in names:
+        (root / "labs" / name).mkdir(parents=True)
+        out[name] = Path(shutil.copy(catalog.get(name).path / "lab.yaml", root / "labs" / name / "lab.yaml"))
+    monkeypatch.setenv("KRMCOURSE_LABS", str(root / "labs"))
+    return out
+
+
+def test_a_missing_skill_or_a_silent_repeat_fails_and_a_reason_passes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    found = copy_lab_yamls(tmp_path, monkeypatch, "custom-resources", "job-like", "classes")
+    test_every_exercise_names_its_skill_and_repeats_one_only_with_a_reason()  # the copies as they are pass
+
+    edit(found["classes"], lambda raw: raw["exercises"][0].pop("skill"))
+    with pytest.raises(AssertionError, match=r"labs/classes/lab\.yaml: exercise mark-default names no skill"):
+        test_every_exercise_names_its_skill_and_repeats_one_only_with_a_reason()
+    edit(found["classes"], lambda raw: raw["exercises"][0].update(skill="Make a field immutable with a CEL  "
+                                                                         "transition rule (self == oldSelf)"))
+    with pytest.raises(AssertionError, match=r"3 exercises practise the skill .*custom-resources/immutable-engine, "
+                                             r"classes/mark-default, job-like/spec-is-immutable\), and "
+                                             r"custom-resources/immutable-engine, classes/mark-default give no reason"):
+        test_every_exercise_names_its_skill_and_repeats_one_only_with_a_reason()
+    edit(found["classes"], lambda raw: raw["exercises"][0].update(repeats="a third time, on purpose"))
+    test_every_exercise_names_its_skill_and_repeats_one_only_with_a_reason()
+
+    edit(found["job-like"], lambda raw: raw["exercises"][1].pop("repeats"))  # two of three now say nothing
+    with pytest.raises(AssertionError, match=r"custom-resources/immutable-engine, job-like/spec-is-immutable give "
+                                             r"no reason"):
+        test_every_exercise_names_its_skill_and_repeats_one_only_with_a_reason()
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"skill": ""}, "'skill' must be a short phrase"),
+    ({"skill": "x", "repeats": ["a list"]}, "'repeats' must be a short phrase"),
+    ({"repeats": "why"}, "gives 'repeats' but no 'skill'"),
+], ids=["empty skill", "repeats not text", "repeats without skill"])
+def test_lab_yaml_with_a_malformed_skill_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     entry: dict[str, Any], message: str) -> None:
+    found = copy_lab_yamls(tmp_path, monkeypatch, "classes")
+    edit(found["classes"], lambda raw: (raw["exercises"][0].pop("skill"), raw["exercises"][0].update(entry)))
+    with pytest.raises(UsageError, match=message):
+        catalog.get("classes")

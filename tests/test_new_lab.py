@@ -47,6 +47,7 @@ def test_the_scaffold_loads_and_keeps_the_notebook_conventions(roots: Path, caps
     assert spec.questions and spec.objectives and spec.keypoints and spec.manifests
     [exercise] = spec.exercises
     assert exercise.path.is_file() and (spec.path / "instructor.md").is_file()
+    assert exercise.skill and exercise.repeats is None  # every exercise names its skill (labs/README.md)
 
     path = roots / "notebooks" / spec.notebook
     notebook_conventions.test_notebook_is_stored_without_outputs(path)
