@@ -3,6 +3,7 @@ notebook, and every concept of the course outline taught somewhere."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -68,3 +69,89 @@ def test_every_concept_of_the_outline_is_taught() -> None:
         covered |= declared(load(path))
     missing = [c for c in OUTLINE if c not in covered]
     assert not missing, f"concepts no notebook declares: {missing}"
+
+
+# What a learner must never be pointed at: the course's own tests, its CI, the tools that run them, or the
+# machine that builds it. (A deployer's "CI pipeline" is an idea a learner needs, so it stays allowed.)
+INTERNALS = re.compile(r"""
+    \btests?/[\w.]                              # a path into the tests folder
+  | \btest_\w+\.py\b                            # one of its test files
+  | \b(?:py\.?test|nbval|conftest|xdist)\b
+  | \bCI\b(?!\s+pipelines?\b)
+  | \bcontinuous\s+integration\b | \bGitHub\s+Actions\b
+  | \b(?:course'?s?|our|its\s+own|this\s+repository'?s?)\s+(?:own\s+)?(?:tests?|test\s+suite|suite|CI)\b
+  | \btest\s+(?:suites?|runs?|machines?|hosts?)\b
+  | \bbuild\s+(?:machines?|hosts?|servers?)\b
+  | \b(?:two|2|four|4)[-\s]cores?\b
+""", re.X | re.I)
+LABS = Path(__file__).resolve().parent.parent / "labs"
+
+
+def internals_in_notebook(nb: dict) -> list[str]:
+    """Lines of any cell (markdown, code and its comments) that point at the course's internals."""
+    return [f"cell {i}: {line.strip()}" for i, cell in enumerate(nb["cells"])
+            for line in source(cell).splitlines() if INTERNALS.search(line)]
+
+
+def internals_in_lab_code(text: str) -> list[str]:
+    """String literals of a lab's Python (hints, printed text, figure titles; not docstrings, not comments)
+    that point at the course's internals: they reach the learner through checks and notebook cells."""
+    tree = ast.parse(text)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [f"line {node.lineno}: {node.value.strip()[:120]}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            and INTERNALS.search(node.value)]
+
+
+@pytest.mark.parametrize("text", [
+    "`tests/test_provisioner.py` proves it by sending SIGKILL mid-work.",
+    "This course's own tests lost the Service `legacy` that way on a busy machine.",
+    "About 30 s on a quiet two-core machine.",
+    "print('measured on a 2-core machine')",
+    "The CI run checks this cell; nbval runs the notebook.",
+    "pytest -k quiz",
+])
+def test_a_pointer_at_the_course_internals_is_caught(text: str) -> None:
+    assert internals_in_notebook({"cells": [{"cell_type": "markdown", "source": [text]}]})
+    assert internals_in_lab_code(f"def hint():\n    '''A docstring.'''\n    return {text!r}\n")
+
+
+@pytest.mark.parametrize("text", [
+    "A deployer (think of a CI pipeline, or Flux or Argo CD) creates the Deployment.",
+    "`kubectl auth can-i` lets you test as you go.",
+    "With the default provider etcd runs on this machine.",
+    "Test the rule with a server-side dry run.",
+])
+def test_what_a_learner_needs_is_not_caught(text: str) -> None:
+    assert not internals_in_notebook({"cells": [{"cell_type": "markdown", "source": [text]}]})
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_notebook_points_the_learner_at_the_course_internals(path: Path) -> None:
+    found = internals_in_notebook(load(path))
+    assert not found, (f"{path.name} points the learner at the course's tests, CI or build machine; say it in the "
+                       "learner's terms, or move it to the lab's instructor.md or the README:\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("path", sorted(LABS.glob("*/**/*.py")), ids=lambda p: str(p.relative_to(LABS)))
+def test_no_lab_code_tells_the_learner_about_the_course_internals(path: Path) -> None:
+    found = internals_in_lab_code(path.read_text())
+    assert not found, (f"labs/{path.relative_to(LABS)} has text for the learner about the course's tests, CI or "
+                       "build machine; say it in the learner's terms:\n" + "\n".join(found))
+
+
+def test_exercise_headings_give_a_title_not_an_id() -> None:
+    for spec in catalog.all_labs():
+        if not spec.notebook:
+            continue
+        nb = load(NOTEBOOKS[0].parent / spec.notebook)
+        headings = [line for cell in nb["cells"] if cell["cell_type"] == "markdown"
+                    for line in source(cell).splitlines() if line.startswith("#")]
+        for ex in spec.exercises:
+            if "-" not in ex.id:
+                continue  # a one-word id may well be a word of a title
+            named = [h for h in headings if re.search(rf"(?<![\w-]){re.escape(ex.id)}(?![\w-])", h)]
+            assert not named, (f"{spec.notebook}: the heading {named[0]!r} names exercise {ex.id} by its id; "
+                               f"give its title instead ({ex.title!r})")

@@ -260,6 +260,6 @@ def plot_scale(rows: list[dict[str, float]]):  # noqa: ANN201 - a matplotlib Fig
         ax.set_xlabel("Device objects")
         ax.set_title(key)
         ax.grid(alpha=0.3)
-    fig.suptitle("Measured on this lab's API server (2-core machine; absolute numbers vary)")
+    fig.suptitle("Measured on this lab's API server (absolute numbers vary from machine to machine)")
     fig.tight_layout()
     return fig
