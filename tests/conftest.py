@@ -88,7 +88,9 @@ def image_tests_asked(config: pytest.Config) -> bool:
     return os.environ.get("KRMCOURSE_IMAGE_TESTS") == "1" or "image" in (config.getoption("markexpr") or "")
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected what they will
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _part_v_at_half_a_core(items)
     # Tests of one provider's own machinery run when the run uses that provider: a kwok run says so
     # rather than failing for want of Docker, and a kind run never skips them.
     for item in items:
@@ -101,6 +103,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if name in item.keywords and run_provider() != name:
                 item.add_marker(pytest.mark.skip(reason=f"tests the {name} provider, and this run uses "
                                                         f"{run_provider()}: KRMCOURSE_PROVIDER={name} runs it"))
+
+
+HALF_CORE_TEST = "tests/test_half_core.py::test_part_v_notebooks_pass_with_their_lab_held_to_half_a_core"
+
+
+def _part_v_at_half_a_core(items: list[pytest.Item]) -> None:
+    """Part V's notebooks run once: inside tests/test_half_core.py, held to half a core, when that test is
+    selected and can run here (kwok, root, a CPU cgroup); otherwise as every other notebook runs."""
+    import halfcore
+    import test_half_core
+
+    if (run_provider() != "kwok" or halfcore.problem()
+            or not any(item.nodeid == HALF_CORE_TEST for item in items)):
+        return
+    prefixes = test_half_core.part_v_nodeid_prefixes()
+    for item in items:
+        if item.nodeid.startswith(prefixes):
+            item.add_marker(pytest.mark.skip(reason=f"runs held to half a core, in {HALF_CORE_TEST}"))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
