@@ -2,8 +2,8 @@
 
 Exit codes: 0 success; 1 an exercise check failed (or sync-notebooks --check found a notebook to
 rewrite); 2 bad input (unknown lab, exercise, option); 3 toolchain (Go missing or too old, build
-failed); 4 provider (none usable, Docker absent, port in use); 5 cluster (failed to start, unhealthy,
-broken state); 6 kubectl failed; 7 a wait ran out of time; 8 the workshop hub (krmcourse hub) could not
+failed); 4 provider (none usable, Docker absent, port in use); 5 cluster (the lab is not up, failed to start,
+unhealthy, broken state); 6 kubectl failed; 7 a wait ran out of time; 8 the workshop hub (krmcourse hub) could not
 be set up, started or stopped; 130 interrupted.
 """
 
@@ -32,6 +32,12 @@ def _say(msg: str) -> None:
 def _lab(args: argparse.Namespace) -> Lab:
     return Lab(args.lab, instance=getattr(args, "instance", None), provider=getattr(args, "provider", None),
                say=_say)
+
+
+def _up_lab(args: argparse.Namespace) -> Lab:
+    """The command's lab, which must be up (Lab.require_up). ``check`` and ``solve`` meet the same
+    precondition in Lab.check and Lab.solve, once the exercise is known to exist."""
+    return _lab(args).require_up()
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -125,15 +131,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    lab = _lab(args)
-    if not lab.provider.exists(lab.cluster):
-        raise KrmcourseError(f"Lab {lab.name} is not up.", f"Run 'krmcourse up {lab.name}' first.")
+    lab = _up_lab(args)
     print(f"export KUBECONFIG={lab.kubeconfig}")
     return 0
 
 
 def cmd_kubectl(args: argparse.Namespace) -> int:
-    lab = _lab(args)
+    lab = _up_lab(args)
     from .kubectl import kubectl_binary
 
     cache = lab.kubeconfig.parent / ".kubectl-cache"
@@ -312,13 +316,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def lab_cmd(name: str, fn: Callable[[argparse.Namespace], int], help: str,
-                lab_required: bool = True) -> argparse.ArgumentParser:
+                lab_required: bool = True, needs_cluster: bool = False) -> argparse.ArgumentParser:
+        """A command on one lab; ``needs_cluster``: it works on the lab's cluster, which must be up
+        (LabNotUpError otherwise; tests/test_bad_input.py tries each such command on a lab that is down)."""
         p = sub.add_parser(name, help=help)
         p.add_argument("lab", nargs=None if lab_required else "?", help="lab name (see 'krmcourse list')")
         p.add_argument("--instance", help="a second cluster of the same lab, e.g. 'east'")
         p.add_argument("--provider", choices=["kwok", "kind", "existing"],
                        help="where the cluster comes from (default: $KRMCOURSE_PROVIDER, else automatic)")
-        p.set_defaults(fn=fn)
+        p.set_defaults(fn=fn, needs_cluster=needs_cluster)
         return p
 
     p = lab_cmd("up", cmd_up, "bring a lab's cluster up (reusing a healthy one)")
@@ -329,15 +335,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = lab_cmd("reset", cmd_reset, "recreate a lab's cluster from scratch")
     p.add_argument("--at", help="start at this exercise, with every earlier one solved")
     lab_cmd("status", cmd_status, "health of running lab clusters", lab_required=False)
-    lab_cmd("env", cmd_env, "print the export line for a lab's KUBECONFIG")
+    lab_cmd("env", cmd_env, "print the export line for a lab's KUBECONFIG", needs_cluster=True)
     p = lab_cmd("logs", cmd_logs, "the lab's running controllers, or the last lines one of them wrote")
     p.add_argument("process", nargs="?", help="a controller's name (without it: the running ones)")
     p.add_argument("--lines", type=int, default=40, help="how many lines (default 40)")
-    p = lab_cmd("kubectl", cmd_kubectl, "run kubectl against a lab's cluster")
+    p = lab_cmd("kubectl", cmd_kubectl, "run kubectl against a lab's cluster", needs_cluster=True)
     p.add_argument("args", nargs=argparse.REMAINDER)
-    p = lab_cmd("check", cmd_check, "check an exercise against the cluster")
+    p = lab_cmd("check", cmd_check, "check an exercise against the cluster", needs_cluster=True)
     p.add_argument("exercise")
-    p = lab_cmd("solve", cmd_solve, "apply an exercise's reference solution")
+    p = lab_cmd("solve", cmd_solve, "apply an exercise's reference solution", needs_cluster=True)
     p.add_argument("exercise")
     p = sub.add_parser("exercises", help="list a lab's exercises")
     p.add_argument("lab")

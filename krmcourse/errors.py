@@ -78,6 +78,20 @@ class ComponentStoppedError(ClusterError):
     """A control-plane component stopped while its cluster was starting; a fresh start may succeed."""
 
 
+class LabNotUpError(ClusterError):
+    """A command needs the lab's cluster, and it is not up (exit code 5, as every cluster error).
+
+    Every command that talks to a lab's cluster checks this first (:meth:`krmcourse.lab.Lab.require_up`),
+    so that each says the same thing, rather than whatever kubectl makes of a missing kubeconfig."""
+
+    def __init__(self, lab: str, instance: str | None = None) -> None:
+        which = f" --instance {instance}" if instance else ""
+        named = f"Lab {lab}" + (f" (instance {instance})" if instance else "")
+        super().__init__(f"{named} is not up.", f"Run 'krmcourse up {lab}{which}' first.")
+        self.lab = lab
+        self.instance = instance
+
+
 class KubectlError(KrmcourseError):
     """kubectl exited non-zero (exit code 6). ``stderr`` holds what the API server said."""
 

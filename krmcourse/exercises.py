@@ -47,6 +47,7 @@ def load(lab: Lab, exercise: str) -> ModuleType:
 
 def check(lab: Lab, exercise: str) -> None:
     module = load(lab, exercise)
+    lab.require_up()  # after the exercise is known: bad input is said first
     try:
         failed = _verdict(module, lab, exercise)
     except Exception as exc:
@@ -114,6 +115,7 @@ def solve(lab: Lab, exercise: str, settle: float = SETTLE_SECONDS) -> None:
     instructor's ``progress`` shows stays what the learner's own checks said.
     """
     module = load(lab, exercise)
+    lab.require_up()
     module.solve(lab)
     deadline = time.monotonic() + settle
     while (failed := _verdict(module, lab, exercise)) is not None:

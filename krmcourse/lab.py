@@ -26,7 +26,15 @@ from typing import Any, TypeVar, cast
 import yaml
 
 from . import catalog, exercises, kubectl, probe, providers, reads, snapshots
-from .errors import CheckFailed, ClusterError, ComponentStoppedError, KubectlError, UsageError, WaitTimeout
+from .errors import (
+    CheckFailed,
+    ClusterError,
+    ComponentStoppedError,
+    KubectlError,
+    LabNotUpError,
+    UsageError,
+    WaitTimeout,
+)
 from .labcode import lab_module
 from .paths import file_lock, private_file, state_dir
 from .processes import ManagedProcess, kill_recorded, live_processes, stop_recorded
@@ -121,6 +129,17 @@ class Lab:
         return {"lab": self.name, "cluster": self.cluster, "provider": provider.name, "exists": exists,
                 "components": health, "ready": bool(ready), "processes": self.running(),
                 "kubeconfig": str(self.kubeconfig) if exists else None}
+
+    def is_up(self) -> bool:
+        """Whether the lab's cluster exists, with its kubeconfig (healthy or not: see :meth:`status`)."""
+        return self.provider.exists(self.cluster) and self.kubeconfig.is_file()
+
+    def require_up(self) -> Lab:
+        """The one precondition of everything that needs the lab's cluster (``krmcourse env``, ``kubectl``,
+        ``check``, ``solve``, and :meth:`check` and :meth:`solve` here): LabNotUpError unless it is up."""
+        if not self.is_up():
+            raise LabNotUpError(self.name, self.instance)
+        return self
 
     def api_ready(self) -> bool:
         """Whether the lab's API server answers ``/readyz`` with ok (False while it is down or starting)."""

@@ -79,7 +79,7 @@ def progress(lab_names: list[str] | None = None, run: bool = False, state: Path 
             continue
         lab = Lab(spec.name, say=lambda _msg: None)
         try:
-            running = lab.provider.exists(lab.cluster)
+            running = lab.is_up()  # as every command that needs the cluster asks it (Lab.require_up)
         except KrmcourseError:
             running = False
         for ex in spec.exercises:

@@ -8,6 +8,7 @@ codes are the ones ``krmcourse --help`` lists: 1 a check failed, 2 bad input, 3 
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from krmcourse import Lab
-from krmcourse.errors import KubectlError, UnknownExerciseError, UnknownLabError, UsageError, WaitTimeout
+from krmcourse.errors import KubectlError, LabNotUpError, UnknownExerciseError, UnknownLabError, UsageError, WaitTimeout
 
 pytestmark = pytest.mark.every_provider
 
@@ -47,6 +48,8 @@ class Case:
 
 
 CHECK_ONLY = "def check(lab):\n    pass\n"
+#: What every command that needs a lab's cluster says when the lab is down (Lab.require_up).
+NOT_UP = ["Lab composite is not up.", "Run 'krmcourse up composite' first."]
 
 
 def exercise_file(lab: Path) -> Path:
@@ -125,6 +128,14 @@ CASES = {
                                      lambda t: labs_copy(t, lambda lab: exercise_file(lab).write_text(CHECK_ONLY))),
     "new lab with an invalid name": Case(["new-lab", "Bad_Name", "--concepts", "K2"], 2, ["cannot name a lab"]),
     "new lab that exists": Case(["new-lab", "welcome", "--concepts", "K2"], 2, ["a lab called 'welcome' already"]),
+    # Every command that needs the lab's cluster, on a lab that is down: one message, one exit code.
+    "env on a lab that is not up": Case(["env", "composite"], 5, NOT_UP),
+    "kubectl on a lab that is not up": Case(["kubectl", "composite", "--", "get", "pods"], 5, NOT_UP),
+    "check on a lab that is not up": Case(["check", "composite", "orphan-children"], 5, NOT_UP),
+    "solve on a lab that is not up": Case(["solve", "composite", "orphan-children"], 5, NOT_UP),
+    "check on an instance that is not up": Case(
+        ["check", "composite", "orphan-children", "--instance", "east"], 5,
+        ["Lab composite (instance east) is not up.", "Run 'krmcourse up composite --instance east' first."]),
 }
 
 
@@ -139,6 +150,31 @@ def test_bad_input_on_the_command_line(name: str, tmp_path: Path) -> None:
     for text in case.says:
         assert text in output, f"krmcourse {' '.join(case.args)} does not say {text!r}:\n{output}"
     assert "Traceback" not in output, output
+    assert not (home.exists() and files_in(home)), f"left behind: {files_in(home)}"
+
+
+def test_every_command_that_needs_a_cluster_is_tried_on_a_lab_that_is_down() -> None:
+    """The commands the parser marks as needing a lab's cluster are exactly those the cases above try
+    on a lab that is down, so a new such command joins the matrix."""
+    from krmcourse import cli
+
+    commands = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    needing = {name for name, parser in commands.items() if parser.get_default("needs_cluster")}
+    tried = {case.args[0] for case in CASES.values() if case.code == 5 and "is not up." in case.says[0]}
+    assert needing == tried, f"commands that need a cluster: {sorted(needing)}; tried on a lab that is down: " \
+                             f"{sorted(tried)}"
+    assert {"env", "kubectl", "check", "solve"} <= needing
+
+
+def test_the_lab_api_checks_and_solves_only_on_a_lab_that_is_up(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KRMCOURSE_HOME", str(tmp_path / "state"))
+    lab = Lab("composite", say=lambda _m: None)
+    for step in (lab.check, lab.solve, lab.solved):
+        with pytest.raises(LabNotUpError, match="Lab composite is not up") as down:
+            step("orphan-children")
+        assert down.value.exit_code == 5 and "krmcourse up composite" in down.value.hint
+    home = tmp_path / "state"
     assert not (home.exists() and files_in(home)), f"left behind: {files_in(home)}"
 
 
