@@ -93,7 +93,7 @@ class Fleet:
     async def add(self, name: str, kubeconfig: Path) -> None:
         import kr8s.asyncio
 
-        # kr8s caches clients by their arguments: pass the kubeconfig explicitly, per cluster.
+        # One client per cluster, from that cluster's kubeconfig: never the default client.
         api = await kr8s.asyncio.api(kubeconfig=str(kubeconfig))
         client = Client(api, cluster=name)
         cache = Informer(client, CONFIGMAPS, self.ns)
