@@ -1,5 +1,7 @@
 """The notebook conventions: clean in git, objectives/time/concepts first, key points last, a lab per
-notebook, and every concept of the course outline taught somewhere."""
+notebook, and every concept of the course outline taught somewhere. And what a learner should not meet:
+the course's own tests, CI or build machine, an exercise headed by its id, or a controller-runtime table
+that names functions the notebook never showed."""
 
 from __future__ import annotations
 
@@ -155,3 +157,45 @@ def test_exercise_headings_give_a_title_not_an_id() -> None:
             named = [h for h in headings if re.search(rf"(?<![\w-]){re.escape(ex.id)}(?![\w-])", h)]
             assert not named, (f"{spec.notebook}: the heading {named[0]!r} names exercise {ex.id} by its id; "
                                f"give its title instead ({ex.title!r})")
+
+
+def unseen_functions(nb: dict) -> list[str]:
+    """Functions that an "In this notebook | In controller-runtime" table names but the notebook never shows.
+
+    A learner can map a row only to what they saw: code printed or written in the notebook, or a name its
+    text uses. So a function named in a row's first column (or a Python-style one in its note) must appear
+    elsewhere in the notebook, as ``name(``, ``def name`` or `` `name` ``.
+    """
+    found = []
+    for cell in nb["cells"]:
+        table = source(cell)
+        if not re.search(r"^\| In this notebook \|", table, re.M):
+            continue
+        rest = "\n".join(source(c) for c in nb["cells"] if c is not cell)
+        for row in table.splitlines():
+            columns = row.split("|")
+            if len(columns) < 3 or row.startswith(("|---", "| In this notebook")):
+                continue
+            names = re.findall(r"`(?:[\w.]+\.)?(\w+)\([^`]*\)`", columns[1])
+            if len(columns) > 4:  # the note: Go's names are qualified or capitalised, the lab's Python ones not
+                names += re.findall(r"`([a-z_][a-z0-9_]*)\([^`]*\)`", columns[3])
+            found += [f"{name}() in: {columns[1].strip()[:70]}" for name in names
+                      if not re.search(rf"(?:\bdef\s+{name}\b|\b{name}\(|`{name}`)", rest)]
+    return found
+
+
+def test_a_table_naming_a_function_the_learner_never_saw_is_caught() -> None:
+    table = ("| In this notebook | In controller-runtime | Note |\n|---|---|---|\n"
+             "| `job_for()`: a Job per Backup | `r.Create(ctx, job)` | as `reconcile_database()` does |")
+    text = {"cell_type": "markdown", "source": [table]}
+    assert len(unseen_functions({"cells": [text]})) == 2
+    shown = {"cell_type": "code", "source": ["def job_for(backup): ...\nreconcile_database(db)"]}
+    assert unseen_functions({"cells": [shown, text]}) == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_controller_runtime_tables_name_only_what_the_learner_saw(path: Path) -> None:
+    found = unseen_functions(load(path))
+    assert not found, (f"{path.name}: the controller-runtime table names lab-internal functions the notebook never "
+                       "shows; describe what the learner saw happen, or name code they read or wrote:\n"
+                       + "\n".join(found))
