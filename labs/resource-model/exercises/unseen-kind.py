@@ -74,7 +74,7 @@ def _copy_the_plant_cell(lab: Lab) -> None:
 
 def _guess_the_plural(lab: Lab) -> None:
     """The kind and version read off discovery, but no plural given: kr8s makes one by adding an "s"."""
-    from kr8s import ServerError
+    from kr8s import NotFoundError, ServerError
     from kr8s.objects import new_class
 
     ref = lab.support("krm_reflect")
@@ -82,7 +82,7 @@ def _guess_the_plural(lab: Lab) -> None:
     guessed = new_class(drawn.kind, version=f"{drawn.group}/{drawn.version}", namespaced=True, asyncio=False)
     try:
         guessed({"metadata": {"name": ref.FIRST, "namespace": ref.NAMESPACE}}, api=lab.api).create()
-    except ServerError:  # 404: the server has no such resource
+    except (ServerError, NotFoundError):  # 404: the server has no such resource
         pass
 
 
