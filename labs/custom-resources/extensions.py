@@ -3,9 +3,10 @@
 ``open_extensions(lab)`` registers three groups with made-up names, drawn anew for each opening: two are
 CRDs (kube-apiserver serves them itself, and registers a ``Local`` APIService for each), and one is an
 APIService that hands its group to a Service in ``store``. No server runs behind that Service (in some
-draws the Service does not even exist), so the aggregator marks the APIService unavailable, with a reason
-that depends on the draw. Which group is which, and that reason, are kept in the lab's state folder,
-beside the cluster, never in it: the learner finds them by reading the cluster.
+draws the Service does not even exist, in others it listens on another port), so the aggregator marks the
+APIService unavailable, with a reason that depends on the draw. Which group is which, and that reason,
+are kept in the lab's state folder, beside the cluster, never in it: the learner finds them by reading
+the cluster.
 
 The learner's report goes into the ConfigMap ``store/extension-report``: ``aggregated`` names the group
 (or its APIService, ``v1alpha1.<group>``) and ``reason`` the reason of its ``Available`` condition.
@@ -119,11 +120,11 @@ def _apiservice(group: str, service: str, draw: str) -> dict[str, Any]:
     }
 
 
-def _service(name: str, draw: str) -> dict[str, Any]:
+def _service(name: str, draw: str, port: int) -> dict[str, Any]:
     """A Service with no selector and no endpoints: a name, and nobody behind it."""
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name, "namespace": NAMESPACE, "labels": {LABEL: draw}},
-            "spec": {"ports": [{"port": 443, "targetPort": 8443, "protocol": "TCP"}]}}
+            "spec": {"ports": [{"port": port, "targetPort": 8443, "protocol": "TCP"}]}}
 
 
 def close_extensions(lab: Lab) -> None:
@@ -150,10 +151,12 @@ def open_extensions(lab: Lab, fresh: bool = False) -> Extensions:
     groups = {w: f"{w}-{secrets.token_hex(2)}.{DOMAIN}" for w in words}
     aggregated = words[rng.randrange(3)]
     service = f"{aggregated}-api-{secrets.token_hex(2)}"
-    with_service = rng.random() < 0.5  # a Service with nobody behind it, or no Service at all
+    # No Service at all, a Service with nobody behind it, or one that listens on another port than the
+    # APIService names: the aggregator gives each its own reason.
+    setup = rng.choice(["no service", "no endpoints", "another port"])
     manifests = [_crd(groups[w], w, draw) for w in words if w != aggregated]
-    if with_service:
-        manifests.append(_service(service, draw))
+    if setup != "no service":
+        manifests.append(_service(service, draw, port=443 if setup == "no endpoints" else 8443))
     manifests.append(_apiservice(groups[aggregated], service, draw))
     lab.apply(manifests)
 
@@ -161,14 +164,17 @@ def open_extensions(lab: Lab, fresh: bool = False) -> Extensions:
         found = lab.get("apiservice", apiservice_name(groups[aggregated]))
         for c in ((found or {}).get("status") or {}).get("conditions") or []:
             if c.get("type") == "Available" and c.get("status") == "False" and c.get("reason"):
-                return str(c["reason"])
+                # The aggregator may judge the APIService before its informer has seen the new Service.
+                settled = (c["reason"] == "ServiceNotFound") == (setup == "no service")
+                return str(c["reason"]) if settled else None
         return None
 
     reason = lab.wait_until(judged, timeout=30, message="the aggregator never judged the new APIService")
     lab.wait_until(lambda: all(lab.get("apiservice", apiservice_name(groups[w])) for w in words if w != aggregated),
                    timeout=30, message="kube-apiserver never registered the new CRDs' groups")
     record = {"id": draw, "cluster": cluster, "groups": sorted(groups.values()), "aggregated": groups[aggregated],
-              "reason": reason, "service": f"{NAMESPACE}/{service}", "plurals": {groups[w]: f"{w}s" for w in words}}
+              "reason": reason, "setup": setup, "service": f"{NAMESPACE}/{service}",
+              "plurals": {groups[w]: f"{w}s" for w in words}}
     path = record_path(lab)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1))
