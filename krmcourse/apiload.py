@@ -411,6 +411,36 @@ def ratio(worse: float, better: float) -> float:
     return worse / max(better, 1)
 
 
+#: What :func:`expect` tells a learner when a comparison of seconds, or of memory, misses.
+TIME_BLURS = ("Seconds depend on the rest of the machine: a laptop saving its battery, or a server shared by a "
+              "room, runs everything slower and less evenly, and that can blur a comparison of two timings. The "
+              "counts and bytes above do not depend on it; on a quieter machine the difference in time shows too.")
+MEMORY_BLURS = ("A process's memory as the system counts it (the pages it holds) depends on the rest of the machine "
+                "too: a machine short of memory takes pages back, and Go and Python return memory lazily. The "
+                "counts and bytes above do not depend on it; on a quieter machine the difference in memory shows too.")
+
+
+def expect(holds: bool, claim: str, measured: str, otherwise: str) -> bool:
+    """Report a claim about speed or memory, measured side by side in one run, without stopping the notebook.
+
+    Counts of requests, objects and bytes come out the same on any machine, and a notebook asserts them.
+    Seconds and memory do not: a laptop on battery, or a server shared by a room, can blur a comparison
+    that a quiet machine shows plainly. So the notebook states the claim with its margin (``claim``),
+    compares the two figures it measured (``holds``), and prints what it found; when the comparison
+    misses, it says what was measured and why a machine can show that (``otherwise``), and goes on.
+
+    >>> expect(12.0 > 5 * 1.5, "a full list takes over 5 times as long as an empty one",
+    ...        "1.5 ms, then 12.0 ms", "A busy machine blurs timings.")
+    a full list takes over 5 times as long as an empty one: yes (1.5 ms, then 12.0 ms).
+    True
+    """
+    if holds:
+        print(f"{claim}: yes ({measured}).")
+    else:
+        print(f"{claim}: not on this run ({measured}). {otherwise}")
+    return bool(holds)
+
+
 def table(rows: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """One row per variant, one column per measure, in the order given."""
     import pandas as pd

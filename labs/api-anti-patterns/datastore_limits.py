@@ -227,6 +227,7 @@ def measure_scale(lab: Lab, counts: tuple[int, ...] = (0, 1000, 2000, 4000)) -> 
                     "list ms": round(list_seconds * 1000, 1),
                     "list MiB": round(list_bytes / MIB, 2),
                     "new watch ms": round(watch_seconds * 1000, 1),
+                    "new watch MiB": round(watch_bytes / MIB, 2),
                     "apiserver RSS MiB": round(apiserver.memory_info().rss / MIB),
                 }
             )
