@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PART_V = sorted((ROOT / "notebooks").glob("3[0-4]-*.ipynb"))
 SHARE = 0.5
 #: Only guards against a hang: every cell waits for its own conditions.
-TIMEOUT = 60 * 60
+TIMEOUT = 50 * 60
 #: The lab's own processes, which must have run inside the cgroup for the run to mean anything.
 LAB_PROCESSES = {"etcd", "kube-apiserver", "kube-controller-manager", "kwok-controller"}
 
@@ -74,6 +74,7 @@ def test_the_quota_holds_a_busy_process_to_half_a_core() -> None:
 
 @pytest.mark.cluster
 @pytest.mark.kwok
+@pytest.mark.timeout(TIMEOUT + 300)  # pyproject's 900 s per test is for one test, not for five notebooks
 def test_part_v_notebooks_pass_with_their_lab_held_to_half_a_core(
     tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
