@@ -4,7 +4,8 @@ Every input is pinned: each source distribution by version and sha256 (krmcourse
 each Kubernetes release date as recorded data with the announcement that states it
 (krmcourse/ecosystem/releases.py). Most tests here read only the committed CSVs. One rebuilds every
 table from the downloads cached in ~/.cache/krmcourse/ecosystem, each checked by sha256, and skips when
-they are not there, unless KRMCOURSE_DATASET_TESTS=1 says they are (CI fills the cache): then it fails. The one test that downloads with pip is marked `registry` and runs only with
+they are not there, unless KRMCOURSE_DATASET_TESTS=1 says they are (CI fills the cache): then it
+fails. The one test that downloads with pip is marked `registry` and runs only with
 KRMCOURSE_REGISTRY_TESTS=1 (see tests/README.md).
 """
 
