@@ -24,6 +24,10 @@ CONCEPT = re.compile(r"^(?:KP|K|C|R|P|A|G|M|E)\d+$")
 #: Lists of sentences, in the Carpentries' sense: the questions a lab answers, what the learner will be
 #: able to do, and what to remember. (Quote a sentence with ": " in it, or YAML reads it as a mapping.)
 SENTENCES = ("questions", "objectives", "keypoints")
+#: The faults the fault harness (:mod:`krmcourse.faults`) brings upon a declared controller, by the names
+#: the README's table gives them; ``faces:`` in a controller's ``converges:`` lists those it must meet.
+FAULTS = ("crash mid-reconcile", "API server restart", "watch broken off", "watch ended cleanly", "410 Gone",
+          "events 2 s late", "rival writer")
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class Convergence:
     ``apply`` to give the controller work, and waits until every ``until`` holds. ``rival``, when
     given, is a change another writer makes to a field the controller owns: a merge patch, under its
     own field manager, after which ``until`` must fail until the controller has put its field back.
+    ``faces`` names the faults of :data:`FAULTS` that must reach the controller: the harness fails, rather
+    than saying "n/a", when one of them cannot (a controller that stopped watching, or never writes).
     """
 
     apply: Path
@@ -85,6 +91,7 @@ class Convergence:
     at: str | None = None
     prepare: str | None = None
     rival: dict[str, Any] | None = None
+    faces: tuple[str, ...] = ()
 
 
 @dataclass
@@ -165,7 +172,8 @@ class LabSpec:
 
     def _convergence(self, raw: dict[str, Any]) -> Convergence:
         waits = tuple(Wait(w["resource"], w["for"], w.get("namespace")) for w in raw["until"])
-        return Convergence(self.path / raw["apply"], waits, raw.get("at"), raw.get("prepare"), raw.get("rival"))
+        return Convergence(self.path / raw["apply"], waits, raw.get("at"), raw.get("prepare"), raw.get("rival"),
+                           tuple(raw.get("faces") or ()))
 
     def controller(self, name: str) -> ControllerSpec:
         found = self.controllers.get(name)
@@ -272,9 +280,9 @@ def _validate_convergence(what: str, raw: Any) -> None:
                "{resource: kind/name, namespace: ns, for: condition=Ready}; optionally 'at: <exercise>', "
                "'prepare: <module>:<function>' and "
                "'rival: {resource: kind/name, namespace: ns, patch: {...}, subresource: status}' "
-               "(see labs/README.md).")
+               "and 'faces: [API server restart, ...]' (see labs/README.md).")
     if not (isinstance(raw, dict) and isinstance(raw.get("apply"), str) and isinstance(raw.get("until"), list)
-            and raw["until"] and set(raw) <= {"apply", "until", "at", "prepare", "rival"}):
+            and raw["until"] and set(raw) <= {"apply", "until", "at", "prepare", "rival", "faces"}):
         raise UsageError(f"{what}: 'converges' needs 'apply' and a non-empty 'until', and nothing else.", example)
     for wait in raw["until"]:
         if not (isinstance(wait, dict) and isinstance(wait.get("resource"), str) and isinstance(wait.get("for"), str)
@@ -286,6 +294,12 @@ def _validate_convergence(what: str, raw: Any) -> None:
                                   and isinstance(rival.get("patch"), dict)
                                   and set(rival) <= {"resource", "namespace", "patch", "subresource"}):
         raise UsageError(f"{what}: 'rival' needs 'resource' and a 'patch' mapping, not {rival!r}.", example)
+    faces = raw.get("faces", [])
+    if not (isinstance(faces, list) and all(f in FAULTS for f in faces) and len(set(faces)) == len(faces)):
+        raise UsageError(f"{what}: 'faces' must list faults, each once, from: {', '.join(FAULTS)}; not {faces!r}.",
+                         example)
+    if "rival writer" in faces and rival is None:
+        raise UsageError(f"{what}: it faces a 'rival writer', but declares no 'rival' for one to write.", example)
 
 
 def names(root: Path | None = None) -> list[str]:

@@ -119,6 +119,12 @@ CASES = {
         ["exercises", "welcome"], 2, ["'serviceaccount' must be written namespace/name"],
         lambda t: labs_copy(t, edit_yaml("\nexercises:", "\ncontrollers: [{name: greeter, script: lab.yaml, "
                                                           "serviceaccount: greeter}]\nexercises:"))),
+    "lab.yaml controller facing a fault there is not": Case(
+        ["exercises", "welcome"], 2, ["'faces' must list faults", "410 Gone", "meteor strike"],
+        lambda t: labs_copy(t, edit_yaml("\nexercises:", "\ncontrollers: [{name: greeter, script: lab.yaml, "
+                                                          "converges: {apply: lab.yaml, until: [{resource: ns/x, "
+                                                          "for: condition=Ready}], faces: [meteor strike]}}]\n"
+                                                          "exercises:"))),
     "logs of a controller the lab never ran": Case(["logs", "welcome", "greeter"], 2,
                                                    ["has no process called 'greeter'"]),
     "exercise without its file": Case(["check", "welcome", "hello-namespace"], 2,

@@ -4,7 +4,10 @@ For each controller a lab declares, on a fresh cluster at the state its ``conver
 right after its first write, an API server restart, a watch broken off, a watch ended cleanly, a 410
 Gone, events held back 2 s, and a rival writer on a field it owns. Each must end with the lab's
 declared convergence within two minutes; a fault that cannot reach the controller (no watch, no write,
-no field declared for a rival) is reported as n/a, never as a pass. A controller broken on purpose
+no field declared for a rival) is reported as n/a, never as a pass. Each controller declares which faults
+it faces (``faces:`` under ``converges:``): one of those that comes out n/a fails the test (the
+controller stopped watching, or stopped writing), and so does a fault that reaches it undeclared (the
+declaration is out of date). A controller broken on purpose
 (its watch keeps an expired resourceVersion) is shown to fail: the harness can catch a real bug.
 """
 
@@ -26,6 +29,27 @@ def test_every_declared_controller_says_what_it_converges_to() -> None:
     for lab, name in CONTROLLERS:
         conv = catalog.get(lab).controller(name).converges
         assert conv is not None and conv.apply.is_file(), f"{lab}/{name}: {conv.apply if conv else ''} is missing"
+    unfaced = [f"{lab}/{name}" for lab, name in CONTROLLERS if not catalog.get(lab).controller(name).converges.faces]
+    assert not unfaced, f"declare under 'converges:' the faults each faces ('faces:', labs/README.md): {unfaced}"
+
+
+def check_outcomes(controller: str, faces: tuple[str, ...], outcomes: dict[str, str]) -> None:
+    """Every fault the controller declares it faces reached it, and no other did."""
+    missed = {f: o for f, o in outcomes.items() if f in faces and o.startswith("n/a")}
+    assert not missed, (f"{controller} declares it faces {', '.join(missed)}, but they could not reach it: "
+                        f"{missed}. A controller that stopped watching (or writing) fails here.")
+    undeclared = [f for f, o in outcomes.items() if f not in faces and not o.startswith("n/a")]
+    assert not undeclared, f"{controller} faced {', '.join(undeclared)} too: add them to its 'faces:' in lab.yaml"
+
+
+def test_a_declared_fault_that_comes_out_na_fails() -> None:
+    """The old test passed as soon as one fault reached the controller; a watcher turned poller must fail."""
+    faces = ("API server restart", "410 Gone")
+    with pytest.raises(AssertionError, match="declares it faces 410 Gone"):
+        check_outcomes("poller", faces, {"API server restart": "3.0 s", "410 Gone": "n/a (it keeps no watch open)"})
+    with pytest.raises(AssertionError, match="faced 410 Gone too"):
+        check_outcomes("watcher", faces[:1], {"API server restart": "3.0 s", "410 Gone": "0.3 s"})
+    check_outcomes("watcher", faces, {"API server restart": "3.0 s", "410 Gone": "0.3 s", "rival writer": "n/a"})
 
 
 @pytest.mark.cluster
@@ -47,7 +71,7 @@ def test_the_controller_converges_after_every_fault(lab_name: str, controller: s
         lab.down()
     print(f"{lab_name}/{controller}: {outcomes}")
     assert not failed, "\n\n".join(f"after {fault}: {why}" for fault, why in failed.items())
-    assert any(o.endswith(" s") for o in outcomes.values()), f"no fault reached {controller}: {outcomes}"
+    check_outcomes(f"{lab_name}/{controller}", faults.convergence(lab, controller).faces, outcomes)
 
 
 #: The binder with tests/stubborn.py's list+watch in place of the toolkit's: after a 410 it watches again from
