@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 import pytest
@@ -221,3 +222,43 @@ def test_a_tampered_download_is_refused(tmp_path: Path) -> None:
 def test_missing_tables_say_how_to_rebuild(tmp_path: Path) -> None:
     with pytest.raises(eco.DatasetError, match="rebuild"):
         eco.load_kinds(tmp_path)
+
+
+# --------------------------------------------------------------------------- the lab's dataset questions
+def survey_support() -> ModuleType:
+    from krmcourse.labcode import lab_module
+    from krmcourse.paths import labs_dir
+    return lab_module("ecosystem", "survey_support", labs_dir() / "ecosystem")
+
+
+@pytest.mark.parametrize("seed", [f"seed-{n}" for n in range(25)])
+def test_every_drawn_crawl_tells_species_from_the_other_ways_of_counting(seed: str, tmp_path: Path) -> None:
+    """Whatever the draw, counting files, documents, CRD documents, versions or kind names misses, and the
+    files a learner reads count the same as the documents the check counts."""
+    import yaml
+
+    survey = survey_support()
+    counts = survey.count_crawl(survey.draw_crawl(seed))
+    others = [counts.files, counts.documents, counts.crd_documents, counts.versioned_rows, counts.kind_names]
+    assert counts.species not in others, counts
+    assert counts.species < counts.kind_names + 2 and counts.species >= 8
+    folder = survey.write_crawl(seed, tmp_path / "crawl")
+    docs = [d for path in folder.rglob("*.yaml") for d in yaml.safe_load_all(path.read_text())]
+    assert len([d for d in docs if d is not None]) == counts.documents
+    read = {(d["spec"]["group"], d["spec"]["names"]["kind"]) for d in docs
+            if d and d["kind"] == "CustomResourceDefinition"}
+    assert len(read) == counts.species
+    assert survey.draw_crawl(seed) == survey.draw_crawl(seed)  # the same draw in every process
+
+
+def test_every_growth_and_pair_question_has_an_answer_apart_from_its_near_misses() -> None:
+    survey = survey_support()
+    growth = survey.growth_questions()
+    assert len(growth) > 50
+    for q in growth:
+        assert q.new_kinds not in (q.net_growth, q.summed_added, q.new_versions), q
+        assert repr(q) == f"GrowthQuestion(since={q.since!r}, until={q.until!r})"  # printed, it hides its numbers
+    pairs = survey.pair_questions()
+    assert {q.pattern for q in pairs} >= {"X/ClusterX"}
+    for q in pairs:
+        assert q.groups not in (q.pairs, q.dump_groups) and repr(q) == f"PairQuestion(pattern={q.pattern!r})"

@@ -39,8 +39,8 @@ def _uid(lab: Lab) -> str:
     return str(cm["metadata"]["uid"])
 
 
-def _rng(lab: Lab, topic: str) -> random.Random:
-    return random.Random(f"{_uid(lab)}/{topic}")
+def _rng(seed: str, topic: str) -> random.Random:
+    return random.Random(f"{seed}/{topic}")
 
 
 def answer(lab: Lab, key: str, value: object) -> None:
@@ -104,13 +104,18 @@ def _crd(group: str, kind: str, scope: str, versions: list[str]) -> dict[str, An
 
 
 def crawl_documents(lab: Lab) -> dict[str, list[dict[str, Any] | None]]:
-    """This lab's crawl: file name -> its YAML documents (None for an empty one), drawn from the dataset.
+    """This lab's crawl: file name -> its YAML documents (None for an empty one), drawn from the dataset."""
+    return draw_crawl(_uid(lab))
+
+
+def draw_crawl(seed: str) -> dict[str, list[dict[str, Any] | None]]:
+    """The crawl that ``seed`` draws: file name -> its YAML documents (None for an empty one).
 
     About a dozen CRD species of the schema dump, with their real groups, kinds and versions: two kinds of the
     same name in different groups, a few served at several versions, some copied into a second file (one of
     those copies older, with fewer versions), beside objects that are no API type, and empty documents.
     """
-    rng = _rng(lab, "crawl")
+    rng = _rng(seed, "crawl")
     kinds = eco.load_kinds()
     rows = kinds[(kinds["source"] == "openshift-dump") & kinds["served_by"].isin(["crd", "crd-like"])
                  & ~kinds["group"].isin(eco.aggregated_groups())]
@@ -146,18 +151,21 @@ def crawl_documents(lab: Lab) -> dict[str, list[dict[str, Any] | None]]:
 
 def crawl(lab: Lab) -> Path:
     """Write this lab's crawl under the lab's home folder (again, when the draw has changed); its folder."""
-    folder = lab.home / "crawl"
+    return write_crawl(_uid(lab), lab.home / "crawl")
+
+
+def write_crawl(seed: str, folder: Path) -> Path:
+    """Write the crawl ``seed`` draws into ``folder``, unless it holds that draw already."""
     stamp = folder / ".draw"
-    uid = _uid(lab)
-    if stamp.exists() and stamp.read_text() == uid:
+    if stamp.exists() and stamp.read_text() == seed:
         return folder
-    for name, docs in crawl_documents(lab).items():
+    for name, docs in draw_crawl(seed).items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         text = "".join("---\n# (empty)\n" if d is None else "---\n" + yaml.safe_dump(d, sort_keys=False)
                        for d in docs)
         path.write_text(text)
-    stamp.write_text(uid)
+    stamp.write_text(seed)
     return folder
 
 
@@ -174,7 +182,10 @@ class CrawlCounts:
 
 
 def crawl_counts(lab: Lab) -> CrawlCounts:
-    files = crawl_documents(lab)
+    return count_crawl(crawl_documents(lab))
+
+
+def count_crawl(files: dict[str, list[dict[str, Any] | None]]) -> CrawlCounts:
     docs = [d for ds in files.values() for d in ds if d is not None]
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     rows = pd.DataFrame([{"group": d["spec"]["group"], "kind": d["spec"]["names"]["kind"], "version": v["name"]}
@@ -227,7 +238,7 @@ def growth_questions(builtin: pd.DataFrame | None = None) -> list[GrowthQuestion
 
 def growth_question(lab: Lab) -> GrowthQuestion:
     """This lab's two releases (their numbers are kept out of what it prints)."""
-    return _rng(lab, "growth").choice(growth_questions())
+    return _rng(_uid(lab), "growth").choice(growth_questions())
 
 
 # --------------------------------------------------------------------------- E5: kind pairs among CRDs
@@ -261,4 +272,4 @@ def pair_questions(kinds: pd.DataFrame | None = None) -> list[PairQuestion]:
 
 def pair_question(lab: Lab) -> PairQuestion:
     """This lab's pattern (its numbers are kept out of what it prints)."""
-    return _rng(lab, "pairs").choice(pair_questions())
+    return _rng(_uid(lab), "pairs").choice(pair_questions())
