@@ -229,7 +229,7 @@ def grade(lab: Lab, question: str) -> None:
     wrong = [key for key in draw.keys if choices[given[key].strip().lower()] != cases[key].answer]
     if not wrong:
         return
-    notes = [f"{key}: not {choices[given[key].strip().lower()]}; {cases[key].why}." for key in wrong]
+    notes = [f"{key}: you said {choices[given[key].strip().lower()]}, but {cases[key].why}." for key in wrong]
     missed = {"set": draw.id, "right": len(draw.keys) - len(wrong), "of": len(draw.keys), "notes": notes}
     record["missed"] = missed
     _keep(lab, question, record)

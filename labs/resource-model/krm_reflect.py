@@ -92,8 +92,11 @@ def new_kind(lab: Lab) -> NewKind:
         drawn = NewKind(group=f"{secrets.choice(GROUP_WORDS)}-{secrets.token_hex(2)}.krmcourse.dev",
                         version=secrets.choice(VERSIONS), kind=kind, plural=plural)
         _save(lab, "unseen-kind", drawn.__dict__)
-    spec = {"type": "object", "properties": {"note": {"type": "string", "description": "Anything you like."}}}
-    _define(lab, _crd(drawn.group, drawn.kind, drawn.plural, drawn.version, spec, "unseen-kind"))
+    spec = {"type": "object", "required": ["note"],
+            "properties": {"note": {"type": "string", "minLength": 1, "description": "Anything you like."}}}
+    crd = _crd(drawn.group, drawn.kind, drawn.plural, drawn.version, spec, "unseen-kind")
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["required"] = ["spec"]
+    _define(lab, crd)
     return drawn
 
 

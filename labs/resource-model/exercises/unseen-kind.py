@@ -33,6 +33,9 @@ def check(lab: Lab) -> None:
             f"discovery (/apis/{drawn.group}) lists the group's versions, and each version its resources, "
             "with their kinds and plural names.")
     writes = made["metadata"].get("managedFields") or []
+    if not writes:
+        raise CheckFailed(f"{ref.FIRST} records no writer in its managedFields, so nothing tells how it was made: "
+                          "delete it and create it again from code, with its spec.note set.")
     by_kubectl = sorted(w["manager"] for w in writes if (w.get("manager"), w.get("operation")) in KUBECTL_CREATORS)
     if by_kubectl:
         raise CheckFailed(
@@ -81,7 +84,8 @@ def _guess_the_plural(lab: Lab) -> None:
     drawn = ref.drawn_kind(lab) or ref.new_kind(lab)
     guessed = new_class(drawn.kind, version=f"{drawn.group}/{drawn.version}", namespaced=True, asyncio=False)
     try:
-        guessed({"metadata": {"name": ref.FIRST, "namespace": ref.NAMESPACE}}, api=lab.api).create()
+        guessed({"metadata": {"name": ref.FIRST, "namespace": ref.NAMESPACE}, "spec": {"note": "a guess"}},
+                api=lab.api).create()
     except (ServerError, NotFoundError):  # 404: the server has no such resource
         pass
 
@@ -94,7 +98,7 @@ def _with_kubectl(lab: Lab) -> None:
     drawn = ref.drawn_kind(lab) or ref.new_kind(lab)
     lab.kubectl("create", "-f", "-", input=json.dumps({
         "apiVersion": f"{drawn.group}/{drawn.version}", "kind": drawn.kind,
-        "metadata": {"name": ref.FIRST, "namespace": ref.NAMESPACE}}))
+        "metadata": {"name": ref.FIRST, "namespace": ref.NAMESPACE}, "spec": {"note": "made by kubectl"}}))
 
 
 #: What a hurried learner might try instead: each must leave the check failing, with a hint.
