@@ -49,9 +49,9 @@ def check(lab: Lab) -> None:
                           "conditions the aggregator wrote. (If you have already unregistered it, open the "
                           "groups again with fresh=True.)")
     if lab.get("apiservice", ext.apiservice_name(found.aggregated)) is not None:
-        raise CheckFailed(f"Your report is right, and {found.aggregated} is still registered. Nothing serves it, "
-                          "so every client that reads discovery (kubectl, the garbage collector, the namespace "
-                          "controller) still trips over it: try `kubectl api-resources` and read its last line. "
+        raise CheckFailed(f"Your report is right, and {found.aggregated} is still registered. Nothing serves it: "
+                          "every request for it fails, discovery marks it stale, and no namespace can finish "
+                          "being deleted, because the namespace controller must list every kind in it first. "
                           "The Service behind it is only an address; the registration is what puts the group in "
                           "the API.")
     for group in found.crd_groups:
