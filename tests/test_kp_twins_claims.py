@@ -124,7 +124,8 @@ def test_binder_converges_after_sigkill_without_double_binding(claims: Lab) -> N
             db = next(d for d in dbs if d["metadata"]["name"] == body["spec"]["databaseName"])
             assert db["spec"]["claimRef"]["uid"] == body["metadata"]["uid"]  # both directions agree
         # Delete reclaim: provisioned Databases go with their claims; the protection finalizer lets them.
-        provisioned = [d["metadata"]["name"] for d in dbs if d["metadata"]["name"].startswith("db-")]
+        provisioned = [d["metadata"]["name"] for d in dbs if d["metadata"]["name"].startswith("db-")
+                       and (d["spec"].get("claimRef") or {}).get("namespace") == "team-b"]  # not billing's
         assert provisioned
         claims.kubectl("delete", "databaseclaims.claims.krmcourse.dev", "--all", "-n", "team-b")
         claims.wait_until(

@@ -138,3 +138,48 @@ def memory(lab: Lab, namespace: str, name: str) -> tuple[int | None, int | None]
     """(spec.memoryMiB, status.effective.memoryMiB): what the object says, and what it really gets."""
     body = cache(lab, namespace, name)
     return body.get("spec", {}).get("memoryMiB"), body.get("status", {}).get("effective", {}).get("memoryMiB")
+
+
+# --------------------------------------------------------------------------- exercise 1: the classes handed over
+HANDOVER = "handover"  # a ConfigMap in classes-system: the classes an earlier admin left, made per cluster
+CLASSES = "cacheclasses.classes.krmcourse.dev"
+_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i: names are read off a screen
+
+
+def handed_over(lab: Lab) -> list[str]:
+    """The names of the classes an earlier admin left ([] before :func:`hand_over` has run)."""
+    cm = lab.get("configmap", HANDOVER, namespace="classes-system")
+    return ((cm or {}).get("data") or {}).get("classes", "").split()
+
+
+def hand_over(lab: Lab) -> list[str]:
+    """Add the classes an earlier admin left behind, once per cluster: three, with names drawn afresh.
+
+    One of them carries the default mark, as the class rules read it; another carries a look-alike that the
+    rules ignore (a label). Which is which is drawn too, so only the cluster says where the mark is.
+    """
+    import secrets
+
+    names = handed_over(lab)
+    if names:
+        return names
+    rng = secrets.SystemRandom()
+    words = rng.sample(["legacy", "batch", "edge", "archive", "burst", "scratch"], 3)
+    names = [f"{w}-{''.join(rng.choice(_ALPHABET) for _ in range(4))}" for w in words]
+    marked, lookalike = rng.sample(names, 2)
+    key = lab.support("controllers.classes").DEFAULT_ANNOTATION
+    classes = []
+    for name in names:
+        meta: dict[str, Any] = {"name": name, "labels": {"classes.krmcourse.dev/owner": "earlier-admin"}}
+        if name == marked:
+            meta["annotations"] = {key: "true"}
+        if name == lookalike:
+            meta["labels"][key] = "true"
+        classes.append({"apiVersion": "classes.krmcourse.dev/v1", "kind": "CacheClass", "metadata": meta,
+                        "spec": {"memoryMiB": rng.choice([64, 128, 512, 2048]),
+                                 "evictionPolicy": rng.choice(["allkeys-lru", "volatile-lru", "noeviction"]),
+                                 "replicas": rng.randint(1, 5)}})
+    lab.apply(classes)
+    lab.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": HANDOVER, "namespace": "classes-system"},
+               "data": {"classes": " ".join(names)}})
+    return names

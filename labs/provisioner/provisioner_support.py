@@ -164,3 +164,60 @@ def reconcile_timings(proc: ManagedProcess, since: int = 0) -> Timing:
 def can_i(lab: Lab, verb: str, resource: str, namespace: str = TEAM) -> bool:
     """Ask the API server whether the provisioner's ServiceAccount may do this (real RBAC, not a guess)."""
     return lab.can_i(f"{NAMESPACE}/{SERVICE_ACCOUNT}", verb, resource, namespace)
+
+
+# --------------------------------------------------------------------------- the team's request, drawn per cluster
+REQUEST = "photos-request"  # a ConfigMap in team-a: what the team needs of its bucket photos
+DEFAULTS = {"location": "local-1", "storageClass": "STANDARD", "versioning": False}  # as the CRD defaults them
+CHOICES: dict[str, list[Any]] = {"location": ["local-1", "local-2", "far-away-1"],
+                                 "storageClass": ["STANDARD", "NEARLINE", "COLDLINE"], "versioning": [False, True]}
+
+
+def request(lab: Lab) -> dict[str, Any]:
+    """The team's request for photos, typed ({} before :func:`file_request` has run)."""
+    cm = lab.get("configmap", REQUEST, namespace=TEAM)
+    data = (cm or {}).get("data") or {}
+    if not all(k in data for k in DEFAULTS):
+        return {}
+    return {"location": data["location"], "storageClass": data["storageClass"],
+            "versioning": data["versioning"] == "true"}
+
+
+def _write_request(lab: Lab, wanted: dict[str, Any], **extra: str) -> None:
+    data = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in wanted.items()}
+    lab.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": REQUEST, "namespace": TEAM},
+               "data": {**data, **extra}})
+
+
+def file_request(lab: Lab) -> dict[str, Any]:
+    """Once per cluster, the team files what it needs of photos: drawn so that some of it is the CRD's default
+    and some is not (so neither a bare name nor every field spelled out is the succinct request)."""
+    import secrets
+
+    wanted = request(lab)
+    if wanted:
+        return wanted
+    rng = secrets.SystemRandom()
+    while True:
+        wanted = {k: rng.choice(v) for k, v in CHOICES.items()}
+        differ = [k for k in DEFAULTS if wanted[k] != DEFAULTS[k]]
+        if 0 < len(differ) < len(DEFAULTS):
+            break
+    _write_request(lab, wanted)
+    return wanted
+
+
+def change_class(lab: Lab) -> str:
+    """Once per cluster, the team asks for photos in another storage class: drawn, never the one the request
+    had, nor COLDLINE (the class the page once named)."""
+    import secrets
+
+    cm = lab.get("configmap", REQUEST, namespace=TEAM) or {}
+    data = cm.get("data") or {}
+    if "changedFrom" in data:
+        return str(data["storageClass"])
+    wanted = request(lab) or file_request(lab)
+    options = [c for c in CHOICES["storageClass"] if c not in (wanted["storageClass"], "COLDLINE")]
+    new = secrets.SystemRandom().choice(options)
+    _write_request(lab, {**wanted, "storageClass": new}, changedFrom=wanted["storageClass"])
+    return str(new)
