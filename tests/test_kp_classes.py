@@ -7,15 +7,31 @@ for API servers without MutatingAdmissionPolicy is proven too.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 
 import pytest
 
-from krmcourse import Lab
+from krmcourse import Lab, pins
 from krmcourse.labcode import lab_module
 
 pytestmark = pytest.mark.cluster
 classlab = lab_module("classes", "classlab")
+#: MutatingAdmissionPolicy is GA from this Kubernetes minor on: every cluster the course makes (pins.KUBERNETES)
+#: must serve it, so only an older borrowed cluster may skip the policy path.
+MAP_GA = (1, 36)
+
+
+def server_version(lab: Lab) -> tuple[int, int]:
+    """The API server's major and minor version, as its /version says."""
+    said = json.loads(lab.kubectl("get", "--raw", "/version"))
+    return int(said["major"]), int(re.match(r"\d+", said["minor"]).group())  # type: ignore[union-attr]
+
+
+def test_the_pinned_kubernetes_is_one_where_the_policy_is_ga() -> None:
+    major, minor = (int(n) for n in pins.KUBERNETES.lstrip("v").split(".")[:2])
+    assert (major, minor) >= MAP_GA
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +52,11 @@ def cache(name: str, namespace: str, spec: str = "{}") -> str:
 @pytest.mark.parametrize("webhook", [False, True], ids=["policy", "webhook"])
 def test_enforcer_copies_defaults_only_where_asked(lab: Lab, webhook: bool) -> None:
     if not webhook and not classlab.mutating_admission_policy_served(lab):
-        pytest.skip("this API server does not serve MutatingAdmissionPolicy")
+        version = server_version(lab)
+        assert version < MAP_GA, (
+            f"Kubernetes {version[0]}.{version[1]} does not serve MutatingAdmissionPolicy, which is GA since "
+            f"{MAP_GA[0]}.{MAP_GA[1]}: the policy path of this lab is not being tested")
+        pytest.skip(f"Kubernetes {version[0]}.{version[1]} predates MutatingAdmissionPolicy's GA (a borrowed cluster)")
     enforcer = classlab.start_enforcer(lab, webhook=webhook)
     suffix = "wh" if webhook else "map"
     try:
