@@ -86,7 +86,7 @@ def _the_busiest_since_the_start(lab: Lab) -> None:
     nb = lab.support("neighbours")
     nb.start_neighbour(lab)
     counts = apiload.scrape_apiserver(lab).by("apiserver_request_total", "verb", "resource",
-                                              resource=lambda r: r not in {res for _, res in nb.REQUESTS})
+                                              resource=lambda r: r and r not in {res for _, res in nb.REQUESTS})
     verb, resource = max(counts, key=counts.__getitem__)
     nb.report_neighbour(lab, f"{verb} {resource}")
 

@@ -45,7 +45,7 @@ def check(lab: Lab) -> None:
             "configmaps": "For configmaps, ask of each process how its ConfigMap loop reads the ConfigMaps it "
                           "owns, when it reads them at all.",
         }
-        raise CheckFailed(f"The fleet will not hold {numbers[wrong[0]]} watches on {wrong[0]}. "
+        raise CheckFailed(f"Your forecast for {wrong[0]}, {numbers[wrong[0]]}, is not what the fleet will hold open. "
                           + advice[wrong[0]] + " Each switch is described at the top of widgetctl.py.")
 
 
