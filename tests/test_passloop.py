@@ -1,8 +1,11 @@
 """krmcourse.passloop on a real cluster: watches wake a pass at once; the resync only backs them up.
 
-A tiny controller built on passloop.run watches ConfigMaps with a short resync. It must notice a new
-ConfigMap within a couple of seconds (a watch event, far sooner than the resync), run no passes while
-nothing changes, and still run one pass when the resync period elapses with no events at all.
+A tiny controller built on passloop.run watches ConfigMaps with a short resync. A new ConfigMap must
+wake a pass for its watch event (the pass says why it ran), with no pass between the first and that
+one; then, while nothing changes, the very next pass must be a resync, and not before the resync
+period has passed. The test asserts on the order of the passes and their reasons, and on the one
+bound that no load can break (a resync never comes early); how soon after an event a pass runs is
+printed, as a benchmark would, since a busy machine only makes it later.
 """
 
 from __future__ import annotations
@@ -70,13 +73,13 @@ def test_watch_wakes_a_pass_long_before_the_resync(lab: Lab, tmp_path: Path) -> 
         lab.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ping, namespace: passloop}\n")
         woke = lab.wait_until(
             lambda: next((p for p in passes(proc) if "ping" in p[3].split(",")), None),
-            timeout=RESYNC,
+            timeout=RESYNC + 60,  # only a guard: the pass's reason says what woke it
             interval=0.05,
-            message="the new ConfigMap was not seen before the resync period",
+            message="no pass saw the new ConfigMap",
         )
         latency = woke[2] - changed
         print(f"watch-driven pass {latency:.2f}s after the change (resync {RESYNC:.0f}s)")
-        assert woke[0] == "events" and latency < RESYNC / 4, woke
+        assert woke[0] == "events", f"the first pass to see the new ConfigMap was not woken by its event: {woke}"
         before = [p[0] for p in passes(proc) if p[1] < woke[1]]
         assert before == ["start"], f"passes without any change: {before}"
 
@@ -85,13 +88,13 @@ def test_watch_wakes_a_pass_long_before_the_resync(lab: Lab, tmp_path: Path) -> 
         last = woke
         resynced = lab.wait_until(
             lambda: next((p for p in passes(proc) if p[1] > last[1]), None),
-            timeout=RESYNC + 10,
+            timeout=RESYNC + 60,  # only a guard: the order and the reason below are the test
             interval=0.2,
-            message="no pass happened at the resync period",
+            message="no pass happened after the resync period",
         )
         gap = resynced[2] - last[2]
-        print(f"resync pass {gap:.2f}s after the previous one")
+        print(f"resync pass {gap:.2f}s after the previous one (resync {RESYNC:.0f}s)")
         assert resynced[0] == "resync" and resynced[1] == last[1] + 1, f"passes without any change: {passes(proc)}"
-        assert RESYNC - 0.5 <= gap <= RESYNC + 3, (resynced, gap)
+        assert gap >= RESYNC - 0.5, f"the resync pass came {gap:.2f}s after the previous one, before its period"
     finally:
         proc.stop()
