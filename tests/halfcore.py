@@ -77,6 +77,14 @@ class CpuQuota:
                 continue
         return found
 
+    def quota(self) -> float:
+        """The share of one core the group may use, as the kernel reads it back."""
+        if self.v1:
+            quota = int((self.path / "cpu.cfs_quota_us").read_text())
+            return quota / int((self.path / "cpu.cfs_period_us").read_text())
+        quota_us, period_us = (self.path / "cpu.max").read_text().split()
+        return int(quota_us) / int(period_us)
+
     def throttled(self) -> tuple[int, float]:
         """How many periods the quota stopped the group, and for how many seconds in all."""
         stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
