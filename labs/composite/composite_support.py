@@ -110,3 +110,73 @@ def starting_objects(*names: str) -> list[dict[str, Any]]:
     """The objects of that name in the lab's starting manifest, in its order: to put them back as the lab made them."""
     docs = [d for d in yaml.safe_load_all(STARTING_OBJECTS.read_text()) if d]
     return [d for d in docs if d["metadata"]["name"] in names]
+
+
+# --------------------------------------------------------------------------- orphan-children, drawn per cluster
+HANDOVER = "legacy-handover"  # a ConfigMap in krm-system: how many objects the other team made (once it has)
+OTHER_TEAM = {"team": "reporting"}
+_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i: names are read off a screen
+
+
+def legacy_users(lab: Lab) -> dict[str, list[str]]:
+    """Which of legacy's children the other team's objects use, read from those objects as they are now:
+    child ("service", "configmap") -> the "Kind/name" of each object that refers to it."""
+    selector = ",".join(f"{k}={v}" for k, v in OTHER_TEAM.items())
+    users: dict[str, list[str]] = {}
+    for obj in lab.objects("ingresses.networking.k8s.io,deployments", TEAM, selector=selector):
+        where = f"{obj['kind']}/{obj['metadata']['name']}"
+        if obj["kind"] == "Ingress":
+            for rule in obj["spec"].get("rules", []):
+                for path in (rule.get("http") or {}).get("paths", []):
+                    if path["backend"].get("service", {}).get("name") == "legacy":
+                        users.setdefault("service", []).append(where)
+        else:
+            for volume in obj["spec"]["template"]["spec"].get("volumes", []):
+                if (volume.get("configMap") or {}).get("name") == "legacy-config":
+                    users.setdefault("configmap", []).append(where)
+    return users
+
+
+def handed_over(lab: Lab) -> int:
+    """How many objects the other team made (0 before :func:`hand_over_legacy` has run)."""
+    cm = lab.get("configmap", HANDOVER, namespace=NAMESPACE)
+    return int(((cm or {}).get("data") or {}).get("objects", "0"))
+
+
+def other_team_objects(lab: Lab) -> int:
+    selector = ",".join(f"{k}={v}" for k, v in OTHER_TEAM.items())
+    return len(lab.objects("ingresses.networking.k8s.io,deployments", TEAM, selector=selector))
+
+
+def hand_over_legacy(lab: Lab) -> None:
+    """Once per cluster: another team starts using some of legacy's children, drawn here (its Service, through
+    an Ingress; its ConfigMap, mounted by a Deployment of its own; or both), under names drawn too. legacy's
+    Deployment is never taken up."""
+    import secrets
+
+    if handed_over(lab):
+        return
+    rng = secrets.SystemRandom()
+    token = "".join(rng.choice(_ALPHABET) for _ in range(4))
+    taken = rng.choice([["service"], ["configmap"], ["service", "configmap"]])
+    objects: list[dict[str, Any]] = []
+    if "service" in taken:
+        name = f"reports-{token}"
+        objects.append({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                        "metadata": {"name": name, "namespace": TEAM, "labels": OTHER_TEAM},
+                        "spec": {"rules": [{"host": f"{name}.example.com", "http": {"paths": [{
+                            "path": "/", "pathType": "Prefix",
+                            "backend": {"service": {"name": "legacy", "port": {"number": 80}}}}]}}]}})
+    if "configmap" in taken:
+        name = f"{rng.choice(['audit', 'export', 'digest'])}-{token}"
+        objects.append({"apiVersion": "apps/v1", "kind": "Deployment",
+                        "metadata": {"name": name, "namespace": TEAM, "labels": OTHER_TEAM},
+                        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                                 "template": {"metadata": {"labels": {"app": name}},
+                                              "spec": {"containers": [{"name": "job",
+                                                                       "image": "registry.example/pause:3.10"}],
+                                                       "volumes": [{"name": "settings",
+                                                                    "configMap": {"name": "legacy-config"}}]}}}})
+    lab.apply(objects)
+    lab.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": HANDOVER, "namespace": NAMESPACE},
+               "data": {"objects": str(len(objects))}})

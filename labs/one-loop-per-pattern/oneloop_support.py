@@ -97,8 +97,31 @@ def start(lab: Lab, mode: str, namespace: str, period: float = 1.0) -> Operator:
 
 
 def create_workload(lab: Lab, namespace: str) -> None:
-    """The two QueueWorkers and their queues (one of them broken) in ``namespace``."""
+    """The two QueueWorkers and their queues (one of them broken) in ``namespace``.
+
+    The invoices queue also lists the invoices waiting in it (``data.items``, one id a line), drawn once per
+    queue: how many differs from one lab cluster to the next (never 14), and only the broken ``length`` fails
+    to say so. That list is what the fix-the-signal exercise repairs the length from.
+    """
     lab.kubectl("apply", "-n", namespace, "-f", str(lab.path / "workload" / "queues.yaml"))
+    queue = lab.get("configmap", "invoices-queue", namespace=namespace) or {}
+    if "items" not in (queue.get("data") or {}):
+        import json
+        import secrets
+
+        rng = secrets.SystemRandom()
+        count = rng.choice([n for n in range(6, 46) if n != 14])
+        ids = sorted(rng.sample(range(10000, 99999), count))
+        lab.kubectl("patch", "configmap", "invoices-queue", "-n", namespace, "--type=merge",
+                    "-p", json.dumps({"data": {"items": "\n".join(f"INV-{i}" for i in ids)}}))
+
+
+def backlog(lab: Lab, namespace: str, queue: str = "invoices-queue") -> int | None:
+    """How many items the queue lists (None when it lists none)."""
+    data = (lab.get("configmap", queue, namespace=namespace) or {}).get("data") or {}
+    if "items" not in data:
+        return None
+    return len([line for line in data["items"].splitlines() if line.strip()])
 
 
 def conditions(lab: Lab, namespace: str, name: str) -> dict[str, dict]:

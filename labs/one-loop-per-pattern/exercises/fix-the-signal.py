@@ -4,6 +4,8 @@ The check reads the QueueWorker's conditions as the running operator wrote them:
 report True for the current generation, and the invoices-worker Deployment must have the size
 that the queue asks for. The queue must still be invoices' own, ``invoices-queue``: pointing the
 QueueWorker at another workload's queue makes the governor happy on a signal that is not its backlog.
+And its length must be the backlog: the queue lists the invoices waiting in it (``data.items``), and how
+many differs per lab cluster (never 14, the number the page once gave).
 """
 
 from __future__ import annotations
@@ -44,6 +46,15 @@ def check(lab: Lab) -> None:
         length = int(raw)
     except ValueError:
         raise CheckFailed(f"The queue ConfigMap of invoices has length {raw!r}.") from None
+    items = lab.support("oneloop_support").backlog(lab, NAMESPACE, QUEUE)
+    if items is None:
+        raise CheckFailed(f"{QUEUE} no longer lists the invoices waiting in it (data.items), so nothing says what "
+                          "its length should be; 'krmcourse reset one-loop-per-pattern' makes the queue again.")
+    if length != items:
+        raise CheckFailed(
+            f"{QUEUE} now has a length the governor can read ({length}), but it is not the backlog: the same "
+            "ConfigMap lists the invoices waiting in it, and the length should count them."
+        )
     spec = worker["spec"]
     want = max(1, min(spec["maxReplicas"], math.ceil(length / spec["itemsPerReplica"])))
     deployment = lab.get("deployment", "invoices-worker", namespace=NAMESPACE)
@@ -60,26 +71,21 @@ def solve(lab: Lab) -> None:
     elif worker["spec"]["queue"] != QUEUE:  # pointed elsewhere by an earlier try: back to its own queue
         lab.kubectl("patch", "queueworker.ops.krmcourse.dev", "invoices", "-n", NAMESPACE, "--type=merge",
                     "-p", json.dumps({"spec": {"queue": QUEUE}}))
-    lab.kubectl(
-        "patch",
-        "configmap",
-        "invoices-queue",
-        "-n",
-        NAMESPACE,
-        "--type=merge",
-        "-p",
-        '{"data": {"length": "14"}}',
-    )
+    # The queue lists the invoices waiting in it, one a line: its length is how many there are.
+    items = support.backlog(lab, NAMESPACE, QUEUE)
+    lab.kubectl("patch", "configmap", QUEUE, "-n", NAMESPACE, "--type=merge",
+                "-p", json.dumps({"data": {"length": str(items)}}))
     support.ensure_separate(lab, NAMESPACE)
     lab.wait_until(
         lambda: support.condition_is(lab, NAMESPACE, "invoices", "Governed", "True"),
         timeout=30,
         message="the governor loop did not report invoices as Governed",
     )
+    want = max(1, min(10, math.ceil(items / 5)))
     lab.wait_until(
-        lambda: support.replicas(lab, NAMESPACE, "invoices-worker") == 3,
+        lambda: support.replicas(lab, NAMESPACE, "invoices-worker") == want,
         timeout=30,
-        message="invoices-worker did not reach 3 replicas",
+        message=f"invoices-worker did not reach {want} replicas",
     )
 
 
@@ -93,10 +99,21 @@ def _running_operator(lab: Lab) -> None:
                    message="the composite loop did not create invoices-worker")
 
 
-def _scale_the_deployment_by_hand(lab: Lab) -> None:
-    """Give invoices-worker the size a queue of 14 asks for with kubectl scale, leaving the queue broken."""
+def _length_from_the_page(lab: Lab) -> None:
+    """The answer the page once gave, word for word: the queue's length set to 14."""
     _running_operator(lab)
-    lab.kubectl("scale", "deployment", "invoices-worker", "-n", NAMESPACE, "--replicas=3")
+    lab.kubectl("patch", "configmap", QUEUE, "-n", NAMESPACE, "--type=merge", "-p", '{"data": {"length": "14"}}')
+    lab.wait_until(lambda: lab.support("oneloop_support").replicas(lab, NAMESPACE, "invoices-worker") == 3,
+                   timeout=30, message="the governor did not size invoices-worker for a queue of 14")
+
+
+def _scale_the_deployment_by_hand(lab: Lab) -> None:
+    """Give invoices-worker the size its backlog asks for with kubectl scale, leaving the queue broken."""
+    _running_operator(lab)
+    lab.kubectl("patch", "configmap", QUEUE, "-n", NAMESPACE, "--type=merge", "-p", '{"data": {"length": "lots"}}')
+    items = lab.support("oneloop_support").backlog(lab, NAMESPACE, QUEUE)
+    lab.kubectl("scale", "deployment", "invoices-worker", "-n", NAMESPACE,
+                f"--replicas={max(1, math.ceil(items / 5))}")
 
 
 def _point_it_at_a_working_queue(lab: Lab) -> None:
@@ -116,6 +133,7 @@ def _point_it_at_a_working_queue(lab: Lab) -> None:
 
 #: What a hurried learner might try instead: each must leave the check failing, with a hint.
 WRONG: dict[str, Callable[[Lab], None]] = {
+    "copied from the page: the queue's length set to 14": _length_from_the_page,
     "scale invoices-worker by hand": _scale_the_deployment_by_hand,
     "point invoices at the orders queue": _point_it_at_a_working_queue,
 }
