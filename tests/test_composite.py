@@ -106,8 +106,12 @@ def test_webapp_composes_a_bucket_that_the_provisioner_makes(lab: Lab) -> None:
     # Turning the bucket off removes the Bucket, and the provisioner's finalizer removes the cloud bucket.
     lab.kubectl("patch", "webapp", "store", "-n", comp.TEAM, "--type=merge",
                 "-p", '{"spec": {"bucket": {"enabled": false}}}')
-    lab.wait_until(lambda: lab.get("bucket", "store-assets", namespace=comp.TEAM) is None, timeout=60,
-                   message="the unwanted Bucket was never deleted")
+    try:
+        lab.wait_until(lambda: lab.get("bucket", "store-assets", namespace=comp.TEAM) is None, timeout=60)
+    except TimeoutError:
+        left = lab.get("bucket", "store-assets", namespace=comp.TEAM) or {}
+        pytest.fail(f"the unwanted Bucket was never deleted (waited 60 s); its metadata: {left.get('metadata')}\n"
+                    f"the provisioner's log ends:\n{lab.logs('provisioner', lines=60)}", pytrace=False)
     assert cloud.get_bucket("web-store-assets") is None
     assert comp.wait_ready(lab, "store")["status"]["bucketURL"] == ""
 

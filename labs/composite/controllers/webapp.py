@@ -232,7 +232,10 @@ def reconcile(namespace: str, name: str, logger: logging.Logger) -> None:
         if not app["spec"]["bucket"]["enabled"]:
             stale = get("Bucket", f"{name}-assets", namespace)
             owners = (stale or {}).get("metadata", {}).get("ownerReferences") or []
-            if any(r["uid"] == app["metadata"]["uid"] for r in owners):
+            # Once it is marked for deletion, deleting it again changes nothing: its own controller is
+            # releasing it, and each event of the children would otherwise send one more delete.
+            ours = any(r["uid"] == app["metadata"]["uid"] for r in owners)
+            if ours and not stale["metadata"].get("deletionTimestamp"):
                 logger.info(f"bucket no longer wanted: deleting Bucket {name}-assets")
                 try:
                     api("Bucket").delete(name=f"{name}-assets", namespace=namespace)

@@ -53,6 +53,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # events for trouble only: drift, outages
     settings.watching.server_timeout = 60
     settings.execution.default_backoff = RETRY_SECONDS  # unexpected errors retry soon too, not in a minute
+    # A Bucket keeps the finalizer until its drift timer has stopped. kopf gives a timer a few turns of its
+    # event loop to stop at once and otherwise looks again only after a minute, so a Bucket deleted while
+    # its timer was busy with the cloud stayed Terminating for that minute. Look again every second.
+    settings.background.cancellation_polling = 1.0
     logging.getLogger("httpx").setLevel(logging.WARNING)  # our own log line per reconcile says enough
     kubernetes.config.load_kube_config()
 
