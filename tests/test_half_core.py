@@ -10,8 +10,8 @@ share that half core, while the rest of the machine may be idle.
 The run replaces the suite's ordinary run of the same notebooks on kwok (conftest skips those, naming
 this test, whenever this one is selected and can run), so it costs the suite only the difference. It
 is marked ``kwok``: on kind the node container's processes are started by Docker's daemon, outside the
-cgroup. It needs root and a CPU cgroup controller, and skips naming whichever is missing. It took
-about TIME on the two-core machine (see tests/README.md).
+cgroup. It needs root and a CPU cgroup controller, and skips naming whichever is missing. On the two-core
+machine it took 15 min, with other work beside it (tests/README.md).
 """
 
 from __future__ import annotations
