@@ -20,7 +20,7 @@ NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 #: A lab's notebook: a two-digit number that sets its place in the course, then a name.
 NOTEBOOK = re.compile(r"^(\d{2})-[a-z0-9]+(?:-[a-z0-9]+)*\.ipynb$")
 #: A concept ID of the course outline: K2, KP1, G5.
-CONCEPT = re.compile(r"^(?:KP|K|C|R|P|A|G|M|E)\d+$")
+CONCEPT = re.compile(r"^(?:KP|K|C|R|P|A|G|M|E|S)\d+$")
 #: Lists of sentences, in the Carpentries' sense: the questions a lab answers, what the learner will be
 #: able to do, and what to remember. (Quote a sentence with ": " in it, or YAML reads it as a mapping.)
 SENTENCES = ("questions", "objectives", "keypoints")

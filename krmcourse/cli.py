@@ -379,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     place = p.add_mutually_exclusive_group()
     place.add_argument("--number", type=int, help="the notebook's number, 00-99 (default: after the last one)")
     place.add_argument("--after", metavar="LAB", help="take the number right after this lab's notebook")
-    p.add_argument("--part", help="the course part, I-VI (default: the part of the lab before it)")
+    p.add_argument("--part", help="the course part, I-VII (default: the part of the lab before it)")
     p.set_defaults(fn=cmd_new_lab)
     p = sub.add_parser("sync-notebooks",
                        help="write each notebook's first and last cells from its lab.yaml, keeping the prose")

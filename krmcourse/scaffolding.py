@@ -30,7 +30,7 @@ from . import catalog, notebook_cells
 from .errors import UsageError
 from .paths import labs_dir, notebooks_dir
 
-PARTS = ("I", "II", "III", "IV", "V", "VI")
+PARTS = ("I", "II", "III", "IV", "V", "VI", "VII")
 #: The longest lab name whose cluster name, ``krm-<name>``, is still a DNS-1123 label (63 characters).
 MAX_NAME = 63 - len("krm-")
 EXERCISE = "mark-ready"
