@@ -498,7 +498,7 @@ def test_a_learners_server_killed_takes_their_labs_down_and_keeps_their_files(ro
 # ----------------------------------------------------------------- the instructor's view
 #: The goal of issue 16: a learner's solved exercise shows in the instructor's view within 10 s. The view
 #: reads the learners' saved checks afresh on every load, and reloads itself every REFRESH_SECONDS; so the
-#: test counts reloads, which is the same on any machine, and the reload period is held to the goal apart.
+#: test counts reloads, which is the same on any machine, and holds the page's reload period to the goal.
 RELOADS_TO_SHOW = 2
 #: Only guards against a view that stopped reloading.
 RELOAD_MS = 60_000
@@ -551,13 +551,6 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def test_the_view_reloads_often_enough_to_show_a_solve_within_10_s() -> None:
-    """Two reloads (the second surely begins after the learner's check) fit in the goal of 10 s."""
-    from krmcourse import roomview
-
-    assert RELOADS_TO_SHOW * roomview.REFRESH_SECONDS < 10, roomview.REFRESH_SECONDS
-
-
 @pytest.mark.timeout(900)
 def test_the_admin_sees_each_learners_checks_a_solve_at_the_next_reloads_and_resets_a_lab(room: MadeRoom,
                                                                                           page: Page) -> None:
@@ -573,7 +566,11 @@ def test_the_admin_sees_each_learners_checks_a_solve_at_the_next_reloads_and_res
         assert "no Namespace called 'hello'" in stuck.inner_text(), "the view does not show the hint the learner saw"
         assert "No lab up." in page.locator(f"#learner-{other}").inner_text(), "a learner with no lab shows one"
         # The learner solves it and checks again: the view shows it by its second reload after the check (the
-        # first may have begun before the check saved its result).
+        # first may have begun before the check saved its result). Two of the page's reload periods fit in
+        # the goal of 10 s; how long they take on this machine is printed, not asserted.
+        period = int(page.locator('meta[http-equiv="refresh"]').get_attribute("content") or 0)
+        assert 0 < RELOADS_TO_SHOW * period < 10, f"the view reloads every {period} s: {RELOADS_TO_SHOW} reloads " \
+                                                  "do not fit in the goal of 10 s"
         solved = learner_krmcourse(room, name, "solve", "welcome", "hello-namespace")
         assert solved.returncode == 0, solved.stderr
         assert learner_krmcourse(room, name, "check", "welcome", "hello-namespace").returncode == 0
