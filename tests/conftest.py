@@ -91,11 +91,18 @@ def image_tests_asked(config: pytest.Config) -> bool:
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what they will
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _part_v_at_half_a_core(items)
+    # The longest single test goes first, so that no worker starts it when the others are nearly done: the
+    # scheduler hands out files in this order.
+    items.sort(key=lambda item: item.nodeid != HALF_CORE_TEST)
     # Tests of one provider's own machinery run when the run uses that provider: a kwok run says so
     # rather than failing for want of Docker, and a kind run never skips them.
     for item in items:
         if item.path.suffix == ".ipynb":  # a learner runs every notebook on whichever provider they have
             item.add_marker(pytest.mark.every_provider)
+        if (marker := item.get_closest_marker("registry")) and os.environ.get("KRMCOURSE_REGISTRY_TESTS") != "1":
+            item.add_marker(pytest.mark.skip(reason=f"{marker.kwargs.get('reason', 'asks a package registry')}: "
+                                                    "KRMCOURSE_REGISTRY_TESTS=1 runs it (CI does, while the "
+                                                    "registries are reachable)"))
         if item.get_closest_marker("image") and not image_tests_asked(config):
             item.add_marker(pytest.mark.skip(reason="builds and runs the user image with Docker: "
                                                     "KRMCOURSE_IMAGE_TESTS=1 or '-m image' runs it (CI does)"))

@@ -72,13 +72,14 @@ def edit_yaml(old: str, new: str) -> Callable[[Path], None]:
 
 
 def no_toolchain(tmp: Path) -> dict[str, str]:
-    """No built toolchain, and no Go to build one with."""
+    """No built toolchain, no Go to build one with, and Go not to be fetched from PyPI either."""
     bare = tmp / "bin"
     bare.mkdir()
     for tool in ("sh", "env"):
         if found := shutil.which(tool):
             (bare / tool).symlink_to(found)
-    return {"KRMCOURSE_CACHE": str(tmp / "empty-cache"), "PATH": str(bare), "KRMCOURSE_PROVIDER": "kwok"}
+    return {"KRMCOURSE_CACHE": str(tmp / "empty-cache"), "PATH": str(bare), "KRMCOURSE_PROVIDER": "kwok",
+            "KRMCOURSE_GO_FROM_PYPI": "off"}
 
 
 CASES = {

