@@ -107,7 +107,8 @@ def pytest_in(root: Path, *args: str, env: dict[str, str] | None = None) -> subp
 def test_a_project_outside_the_course_tests_its_operator_with_the_plugins_fixtures(tmp_path: Path) -> None:
     done = pytest_in(project(tmp_path), "tests/test_my_operator.py")
     said = done.stdout + done.stderr
-    assert "2 passed, 1 failed, 1 error" in said, said
+    # The fourth test passes, and errors as it ends, for the controller it left running.
+    assert "1 failed, 3 passed, 1 error" in said, said
     assert "PASSED tests/test_my_operator.py::test_a_widget_becomes_ready" in said, said
     assert "PASSED tests/test_my_operator.py::test_2_the_next_test_starts_clean" in said, said
     # The failing test's report carries the log of the controller it ran.
