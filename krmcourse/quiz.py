@@ -8,10 +8,11 @@ requests as they arrive (an Enforcer) or keeps acting on objects in steady state
 :func:`grade` marks a set of answers. :func:`quiz_widget` puts the quiz into a notebook; everything
 else works without ipywidgets, so the tests and the exercise checks use the same grading.
 
-Notebook 10 grades the quiz as an exercise (``labs/controller-patterns/exercises/pattern-quiz.py``): its
-widget hands the answers to the lab (``submit``), whose check says how many are right but not which, and
-draws the questions in a new order at every third miss: trying answers until the count is full is slow and
-teaches nothing, yet a learner can always try again.
+Notebook 10 grades a quiz as an exercise (``labs/controller-patterns/exercises/pattern-quiz.py``), on
+questions of its own: briefs drawn per sheet in the lab's cluster, each built as a :class:`Question` from
+the facts the tree asks for. Its widget hands the answers to the lab (``submit``), whose check says how
+many are right but not which, and draws new briefs at every third miss: trying answers until the count is
+full is slow and teaches nothing, yet a learner can always try again.
 
 >>> classify(creates_resources=True, outside_krm=False)
 <Pattern.COMPOSITE: 'Composite'>

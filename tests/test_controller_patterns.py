@@ -79,19 +79,38 @@ def test_a_sheet_prints_numbered_needs_in_its_own_order() -> None:
     assert sheet.questions[0] is QUESTIONS[-1]
 
 
+def test_every_brief_that_can_be_drawn_names_its_pattern_by_its_facts() -> None:
+    """The reference solution walks the tree with a brief's facts; every combination a draw can make fits."""
+    from krmcourse import Lab, exercises
+
+    walk = exercises.load(Lab("controller-patterns", say=lambda _m: None), "pattern-quiz").walk
+    for pattern, facts in sup._BRIEF_FACTS.items():
+        for creates in facts["creates"]:
+            for acts in facts["acts"]:
+                assert walk({"creates": creates, "acts": acts}) is pattern, (pattern, creates, acts)
+                assert sup._brief_question("brief-x", pattern, creates, acts).answer is pattern
+
+
 @pytest.mark.cluster
-def test_the_third_miss_draws_a_new_quiz_sheet_and_the_widget_follows_it() -> None:
-    """Never a dead end: misses are counted, the third draws a new order, and grading goes on honestly."""
+def test_the_third_miss_draws_new_briefs_and_the_widget_says_to_run_again() -> None:
+    """Never a dead end: misses are counted, the third draws new briefs, and grading goes on honestly."""
     from krmcourse import CheckFailed, Lab
 
     lab = Lab("controller-patterns", instance="quiz").up()
     try:
         first = sup.quiz_sheet(lab, fresh=True)
+        # Each question names a brief in the cluster, whose facts say its pattern; the sheet's text does not.
+        assert all(q.id in q.need and q.answer.value not in q.need for q in first.questions)
+        for question in first.questions:
+            brief = lab.get("configmap", question.id, namespace=sup.CASEWORK)
+            assert brief is not None and set(brief["data"]) == {"creates", "acts"}
+        assert sorted(q.answer for q in first.questions) == sorted(list(Pattern) * 2)
+        assert tuple(q.answer for q in first.questions) != sup.PAGE_ANSWERS
         box = sup.quiz_widget(lab)
 
-        def submit(wrong: int) -> str:
+        def submit(wrong: int, sheet: sup.Sheet = first) -> str:
             """Pick every answer right but the first ``wrong`` questions, and press the button."""
-            for i, question in enumerate(QUESTIONS):
+            for i, question in enumerate(sheet.questions):
                 bad = next(p for p in Pattern if p is not question.answer)
                 box.pickers[question.id].value = (bad if i < wrong else question.answer).value
             box.check(None)
@@ -104,18 +123,23 @@ def test_the_third_miss_draws_a_new_quiz_sheet_and_the_widget_follows_it() -> No
         assert "6 of 8 right" in said and "1 more miss " in said, said
         assert sup.misses(lab, sup.SHEET) == 2
         said = submit(3)
-        assert "5 of 8 right" in said and "drew again" in said and "new order" in said, said
-        assert sup.read_sheet(lab) is not None and sup.misses(lab, sup.SHEET) == 0
-        assert lab.get("configmap", sup.QUIZ_ANSWERS, namespace=sup.CASEWORK) is None
+        assert "5 of 8 right" in said and "drew again" in said and "new briefs" in said, said
         drawn = sup.read_sheet(lab)
+        assert drawn is not None and sup.misses(lab, sup.SHEET) == 0
+        assert lab.get("configmap", sup.QUIZ_ANSWERS, namespace=sup.CASEWORK) is None
+        assert not {q.id for q in drawn.questions} & {q.id for q in first.questions}, "new names"
+        assert lab.get("configmap", first.questions[0].id, namespace=sup.CASEWORK) is None, "old briefs go"
+        # The buttons were made for the old briefs: they say to run the cell again, and grade nothing.
+        assert "Run this cell again" in submit(0)
+        assert sup.misses(lab, sup.SHEET) == 0 and not lab.solved("pattern-quiz")
         # Wrong answers on the new sheet are still graded, and still fail: the check stays honest.
-        said = submit(1)
+        box = sup.quiz_widget(lab)
+        said = submit(1, drawn)
         assert "7 of 8 right" in said and "2 more misses" in said, said
         with pytest.raises(CheckFailed, match="7 of 8 right"):
             lab.check("pattern-quiz")
-        # The buttons were made for the first sheet; they answer the new one by question, not by number.
-        assert "All right" in submit(0)
+        assert "All right" in submit(0, drawn)
         assert sup.read_sheet(lab) == drawn and lab.solved("pattern-quiz")
-        assert first.questions != () and {q.id for q in drawn.questions} == {q.id for q in first.questions}
+        assert "since it creates" in sup.quiz_review(lab)
     finally:
         lab.down()

@@ -8,7 +8,8 @@ Three parts:
   a pattern acting on each, drawn afresh each time the files are opened. The draw is kept in the lab's
   state folder, beside the cluster, never in it; the casework controller (``controllers/casework.py``)
   reads it to know which Case each of its loops looks after.
-- **The quiz sheet** (:func:`quiz_sheet`): the course's quiz questions in an order drawn per sheet.
+- **The quiz sheet** (:func:`quiz_sheet`): eight briefs, ConfigMaps with made-up names in ``casework`` that
+  say what a planned controller creates and when it acts; which pattern each is drawn per sheet.
 
 Both exercises grade through :func:`judge`: it says how many answers are right but not which, counts
 the misses on an object the learner does not write, and draws afresh at the third (see
@@ -41,6 +42,9 @@ SHEET, QUIZ_ANSWERS = "quiz-sheet", "quiz-answers"
 MAX_MISSES = 3
 MISSES = "patterns.krmcourse.dev/misses"
 LAST_GRADED = "patterns.krmcourse.dev/last-graded"
+SHEET_ID = "patterns.krmcourse.dev/sheet"
+#: The label on the quiz's briefs; its value is the id of the sheet that drew them.
+BRIEF_LABEL = "patterns.krmcourse.dev/brief"
 #: The kinds :func:`children` looks through for objects that a given object controls.
 CHILD_KINDS = "configmaps,secrets,services,deployments,statefulsets,replicasets,pods,jobs"
 
@@ -483,9 +487,42 @@ def judge(lab: Lab, ledger: str, answers: Mapping[str, str], right: int, total: 
 
 
 # --------------------------------------------------------------------------- the quiz sheet
+#: What a brief says a planned controller makes and when it acts, per pattern: the facts the tree asks for.
+#: Each brief draws one line of each; the sheet names only the briefs, so the facts are in the cluster alone.
+_BRIEF_FACTS: dict[Pattern, dict[str, tuple[str, ...]]] = {
+    Pattern.PROVISIONER: {
+        "creates": ("a bucket in the team's object store account", "a record at the external DNS provider",
+                    "a managed Postgres instance in the cloud account", "a queue at the hosted messaging service"),
+        "acts": ("whenever its object changes, and again every ten minutes to repair drift",
+                 "on every change of its object, and before the object goes, to delete what it made"),
+    },
+    Pattern.COMPOSITE: {
+        "creates": ("a Deployment and a Service, each with a controller ownerReference to the object",
+                    "one StatefulSet per shard plus a ConfigMap, all owned by the object",
+                    "a Job per backup, owned by the object", "a Secret and a ServiceAccount owned by the object"),
+        "acts": ("whenever its object or anything it owns changes",
+                 "on every change of its object, and when an owned child is edited by hand"),
+    },
+    Pattern.ENFORCER: {
+        "creates": ("nothing", "nothing; it only answers the API server"),
+        "acts": ("when the API server asks it about a create or update request, before anything is stored",
+                 "inside admission: it allows, denies or amends each request to write Pods"),
+    },
+    Pattern.GOVERNOR: {
+        "creates": ("nothing", "nothing; it changes objects that others created"),
+        "acts": ("all the time: every thirty seconds it rewrites spec.replicas of Deployments it is aimed at",
+                 "continuously, on objects in steady state: it keeps adjusting the CPU and memory settings of "
+                 "running workloads"),
+    },
+}
+#: The old page's sheet: the course's eight needs, whose answers the decision tree gave straight from the text.
+#: No draw answers in this order, so copying them from the page never passes.
+PAGE_ANSWERS = tuple(q.answer for q in QUESTIONS)
+
+
 @dataclass(frozen=True)
 class Sheet:
-    """The quiz in this sheet's order: (number, question) pairs, numbered from 1."""
+    """The quiz in this sheet's order: (number, question) pairs, numbered from 1; each question one brief."""
 
     items: tuple[tuple[str, Question], ...]
 
@@ -497,27 +534,70 @@ class Sheet:
         return "\n".join(f"{n}. {q.need}" for n, q in self.items)
 
 
+def sheet_path(lab: Lab) -> Path:
+    return lab.home / "quiz-sheet.json"
+
+
+def _brief_question(name: str, pattern: Pattern, creates: str, acts: str) -> Question:
+    return Question(name, f"The controller planned in ConfigMap {name} (namespace {CASEWORK}).", **_FACTS[pattern],
+                    why=f"it creates {creates}, and acts {acts}.", example=name)
+
+
 def read_sheet(lab: Lab) -> Sheet | None:
-    """The quiz sheet drawn in the cluster, or None when there is none (or it no longer makes sense)."""
+    """The quiz sheet drawn in the cluster, or None when there is none (or it no longer matches its draw)."""
     cm = lab.get("configmap", SHEET, namespace=CASEWORK)
-    by_id = {q.id: q for q in QUESTIONS}
-    data = (cm or {}).get("data") or {}
-    numbers = [str(i) for i in range(1, len(QUESTIONS) + 1)]
-    if sorted(data) != sorted(numbers) or sorted(data.values()) != sorted(by_id):
+    try:
+        record = json.loads(sheet_path(lab).read_text())
+    except (OSError, ValueError):
         return None
-    return Sheet(tuple((n, by_id[data[n]]) for n in numbers))
+    data = (cm or {}).get("data") or {}
+    sheet_id = (((cm or {}).get("metadata") or {}).get("annotations") or {}).get(SHEET_ID)
+    briefs = record.get("briefs") if isinstance(record, dict) else None
+    if not briefs or sheet_id != record.get("id") or data != {n: b["name"] for n, b in briefs.items()}:
+        return None
+    return Sheet(tuple((n, _brief_question(b["name"], Pattern(b["pattern"]), b["creates"], b["acts"]))
+                       for n, b in sorted(briefs.items(), key=lambda item: int(item[0]))))
+
+
+def _draw_briefs() -> dict[str, dict[str, str]]:
+    rng = secrets.SystemRandom()
+    patterns = list(Pattern) * 2
+    while True:
+        rng.shuffle(patterns)
+        if tuple(patterns) != PAGE_ANSWERS:
+            break
+    names: list[str] = []
+    while len(names) < len(patterns):
+        if (name := f"brief-{_token(5)}") not in names:
+            names.append(name)
+    return {str(i): {"name": name, "pattern": p.value, "creates": rng.choice(_BRIEF_FACTS[p]["creates"]),
+                     "acts": rng.choice(_BRIEF_FACTS[p]["acts"])}
+            for i, (name, p) in enumerate(zip(names, patterns, strict=True), 1)}
 
 
 def quiz_sheet(lab: Lab, fresh: bool = False) -> Sheet:
-    """The quiz sheet: the one drawn already, or (``fresh=True``, or none yet) every question in a new order."""
+    """The quiz sheet: the one drawn already, or (``fresh=True``, or none yet) eight new briefs.
+
+    Each brief is a ConfigMap in ``casework`` with a made-up name, saying what a planned controller creates
+    and when it acts; which pattern each is drawn per sheet (two of each), and kept in the lab's state folder.
+    """
     sheet = read_sheet(lab)
     if sheet is not None and not fresh:
         return sheet
-    order = list(QUESTIONS)
-    secrets.SystemRandom().shuffle(order)
     lab.kubectl("delete", "configmap", SHEET, QUIZ_ANSWERS, "-n", CASEWORK, "--ignore-not-found")
-    _replace_configmap(lab, SHEET, {str(i): q.id for i, q in enumerate(order, 1)})
-    return Sheet(tuple((str(i), q) for i, q in enumerate(order, 1)))
+    lab.kubectl("delete", "configmap", "-n", CASEWORK, "-l", BRIEF_LABEL, "--ignore-not-found")
+    record = {"id": _token(6), "briefs": _draw_briefs()}
+    path = sheet_path(lab)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1))
+    for brief in record["briefs"].values():
+        _replace_configmap(lab, brief["name"], {"creates": brief["creates"], "acts": brief["acts"]},
+                           labels={BRIEF_LABEL: record["id"]})
+    _replace_configmap(lab, SHEET, {n: b["name"] for n, b in record["briefs"].items()},
+                       annotations={SHEET_ID: record["id"]})
+    sheet = read_sheet(lab)
+    assert sheet is not None
+    return sheet
 
 
 def answer_quiz(lab: Lab, answers: Mapping[str | int, str]) -> None:
@@ -530,8 +610,11 @@ def quiz_widget(lab: Lab) -> Any:
     sheet = quiz_sheet(lab)
 
     def submit(answers: Mapping[str, str | None]) -> str:
-        # By question, on the sheet drawn now: a miss may have drawn a new order since the buttons were made.
+        # A miss may have drawn new briefs since the buttons were made: then these buttons answer nothing.
         number = {q.id: n for n, q in quiz_sheet(lab).items}
+        if set(answers) != set(number):
+            return ("Not yet: these buttons were made for briefs that have been drawn again. Run this cell "
+                    "again for the new sheet (print(pat.quiz_sheet(lab)) lists it), and read the new briefs.")
         answer_quiz(lab, {number[qid]: p or "" for qid, p in answers.items()})
         try:
             lab.check("pattern-quiz")
@@ -548,12 +631,17 @@ def quiz_review(lab: Lab) -> str:
         raise CheckFailed("The review opens once the quiz check passes.")
     sheet = read_sheet(lab)
     assert sheet is not None
-    return "\n".join(f"{n}. {q.answer.value}: {q.why} Examples: {q.example}." for n, q in sheet.items)
+    return "\n".join(f"{n}. {q.id}: {q.answer.value}, since {q.why}" for n, q in sheet.items)
 
 
-def _replace_configmap(lab: Lab, name: str, data: Mapping[str, str]) -> None:
+def _replace_configmap(lab: Lab, name: str, data: Mapping[str, str], *, labels: Mapping[str, str] | None = None,
+                       annotations: Mapping[str, str] | None = None) -> None:
+    meta: dict[str, Any] = {"name": name, "namespace": CASEWORK}
+    if labels:
+        meta["labels"] = dict(labels)
+    if annotations:
+        meta["annotations"] = dict(annotations)
     lab.kubectl("delete", "configmap", name, "-n", CASEWORK, "--ignore-not-found")
     lab.kubectl("create", "-f", "-", input=json.dumps(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": CASEWORK},
-         "data": dict(data)}))
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": dict(data)}))
 

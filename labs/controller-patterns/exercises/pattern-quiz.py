@@ -1,20 +1,20 @@
-"""Exercise: the quiz, graded. For each described need on the quiz sheet, name the pattern that fits.
+"""Exercise: the quiz, graded. For each brief on the quiz sheet, name the pattern of the controller it plans.
 
-The sheet (``patterns_support.quiz_sheet``) holds the course's quiz questions (``krmcourse.quiz.QUESTIONS``)
-in an order drawn for that sheet, numbered 1 to 8; the sheet's ConfigMap ``casework/quiz-sheet`` maps each
-number to its question. The answers go into the ConfigMap ``casework/quiz-answers``, one key per number,
-each value a pattern name; the notebook's widget writes them there too. The check marks them with
+The sheet (``patterns_support.quiz_sheet``) names eight briefs, numbered 1 to 8: ConfigMaps with made-up
+names in ``casework``, each saying what a planned controller creates (``creates``) and when it acts
+(``acts``). Which pattern each brief describes is drawn per sheet, two briefs per pattern, and kept in the
+lab's state folder; the sheet's ConfigMap ``casework/quiz-sheet`` maps each number to its brief. So the page
+(the decision tree, and the names on the sheet) cannot answer it: the facts the tree asks for are in the
+briefs alone. The answers go into the ConfigMap ``casework/quiz-answers``, one key per number, each value a
+pattern name; the notebook's widget writes them there too. The check marks them with
 ``krmcourse.quiz.grade``, the same code that marks the practice widget.
 
-Why trying answers is a poor way through: there is no evidence to give here, so the check relies on what it
-says and how often. It grades only a full sheet, says how many answers are right but not which, and counts
-the graded attempts that miss on the sheet itself (the same answers checked again are not a new attempt;
-new answers written into a new ConfigMap are). The third miss draws a new sheet, the same questions in a
-new order, and the hint says so: the learner can always try again, and answers found by trying, kept by
-number, are worth nothing on the new sheet. Three counts out of nine possible values cannot single out one
-of the 4^8 ways to answer, but they are plenty to settle a doubt or two. A learner who keeps the answers by
-question can go on searching sheet after sheet; that is slow and teaches nothing, and the notebook says the
-decision tree is the way.
+Why trying answers is a poor way through: the check grades only a full sheet, says how many answers are
+right but not which, and counts the graded attempts that miss on the sheet itself (the same answers checked
+again are not a new attempt; new answers written into a new ConfigMap are). The third miss draws a new
+sheet, eight new briefs with new names and a new draw of patterns, and the hint says so: the learner can
+always try again, and nothing found by trying carries over. The answers the old page gave (the course's
+eight needs walked through the tree, in their order) never fit a draw.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import re
 from collections.abc import Callable
 
 from krmcourse import CheckFailed, Lab
-from krmcourse.quiz import Pattern, grade
+from krmcourse.quiz import Pattern, classify, grade
 
-REDRAWN = ("a new sheet, the same questions in a new order (print(pat.quiz_sheet(lab)) shows it). The widget's "
-           "buttons keep each pick with its question; answers written by number must follow the new numbers.")
+REDRAWN = ("a new sheet of eight new briefs, each a ConfigMap in casework with a new name (print(pat.quiz_sheet(lab)) "
+           "lists them). Read what each one creates and when it acts, walk the tree, and run the widget's cell again.")
 
 
 def check(lab: Lab) -> None:
@@ -56,12 +56,23 @@ def check(lab: Lab) -> None:
               redraw=lambda: sup.quiz_sheet(lab, fresh=True), redrawn=REDRAWN)
 
 
+def walk(brief: dict[str, str]) -> Pattern:
+    """The decision tree, walked with a brief's facts: does it create something, and where does that live
+    (objects it owns are KRM objects)? If it creates nothing, does it act on requests or all the time?"""
+    made, acts = brief["creates"].lower(), brief["acts"].lower()
+    creates = not made.startswith("nothing")
+    return classify(creates_resources=creates, outside_krm=creates and "own" not in made,
+                    on_requests="request" in acts)
+
+
 def solve(lab: Lab) -> None:
     sup = lab.support("patterns_support")
     sheet = sup.quiz_sheet(lab)
-    # Each question's answer is the decision tree walked with its facts: does it create something, and where;
-    # if not, does it act on requests or all the time? (krmcourse.quiz.classify)
-    sup.answer_quiz(lab, {number: question.answer.value for number, question in sheet.items})
+    answers = {}
+    for number, question in sheet.items:
+        brief = lab.get("configmap", question.id, namespace=sup.CASEWORK)  # read in the cluster, brief by brief
+        answers[number] = walk(brief["data"]).value
+    sup.answer_quiz(lab, answers)
 
 
 # --------------------------------------------------------------------------- what a hurried learner tries
@@ -100,6 +111,13 @@ def _one_question_at_a_time(lab: Lab) -> None:
                 return
 
 
+def _copied_from_the_page(lab: Lab) -> None:
+    """The old page's answers: its eight needs walked through the decision tree, numbered in their order."""
+    sup = lab.support("patterns_support")
+    sup.quiz_sheet(lab)
+    sup.answer_quiz(lab, {n: p.value for n, p in enumerate(sup.PAGE_ANSWERS, 1)})
+
+
 def _old_sheet_answers_by_number(lab: Lab) -> None:
     """The right answers of one sheet, kept by number, given on the next sheet."""
     sup = lab.support("patterns_support")
@@ -111,7 +129,9 @@ def _old_sheet_answers_by_number(lab: Lab) -> None:
 
 
 WRONG: dict[str, Callable[[Lab], None]] = {
+    "copied from the page: the decision tree applied to the old sheet's eight needs, in their order":
+        _copied_from_the_page,
     "the admission-time needs answered Governor, the rest right": _admission_taken_for_governors,
     "each pattern tried on each question, keeping what raises the count": _one_question_at_a_time,
-    "the right answers of the previous sheet, kept by number, on a new sheet": _old_sheet_answers_by_number,
+    "the right answers of the previous sheet's briefs, kept by number, on a new sheet": _old_sheet_answers_by_number,
 }
