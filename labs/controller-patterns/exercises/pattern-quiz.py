@@ -123,7 +123,7 @@ def _old_sheet_answers_by_number(lab: Lab) -> None:
     sup = lab.support("patterns_support")
     old = {n: q.answer.value for n, q in sup.quiz_sheet(lab).items}
     new = sup.quiz_sheet(lab, fresh=True)
-    while all(q.answer.value == old[n] for n, q in new.items):  # a new order that happens to fit: draw again
+    while all(q.answer.value == old[n] for n, q in new.items):  # a new draw that happens to fit: draw again
         new = sup.quiz_sheet(lab, fresh=True)
     sup.answer_quiz(lab, old)
 
