@@ -85,10 +85,10 @@ def run_tests(lab: Lab, *tests: str, variants: tuple[str, ...] = (CORRECT,)) -> 
     the operator: "correct", or one of its bugs (greeter_operator.BUGS). ``Outcome.of(variant)`` splits them."""
     root = project(lab, *tests, variants=variants)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "_KRMCOURSE_TEST", "GREETER_"))}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", "--color=no",
                            *(f"tests/{name}" for name in tests)],
                           cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    out = done.stdout + done.stderr
+    out = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)  # plain text, whatever the terminal asked for
     outcome = Outcome(done.returncode, out)
     for line in out.splitlines():
         for word, found in (("PASSED ", outcome.passed), ("FAILED ", outcome.failed), ("ERROR ", outcome.errors)):
