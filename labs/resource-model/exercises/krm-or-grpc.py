@@ -26,18 +26,12 @@ def solve(lab: Lab) -> None:
 
 def _everything_krm(lab: Lab) -> None:
     """Every job declared as a resource: this is a course about KRM, after all."""
-    reason = lab.support("krm_reason")
-    draw = reason.open_questions(lab, QUESTION)
-    reason.answer(lab, QUESTION, {key: "KRM" for key in draw.keys})
+    lab.support("krm_reason").answer_all(lab, QUESTION, "KRM")
 
 
 def _last_sets_answers_again(lab: Lab) -> None:
     """After a miss, the right answers to the set that was explained, sent again as they were."""
-    reason = lab.support("krm_reason")
-    given = (lab.get("configmap", QUESTION, reason.NAMESPACE) or {}).get("data") or {}
-    cases = reason.QUESTIONS[QUESTION]["cases"]
-    lab.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": QUESTION, "namespace": reason.NAMESPACE},
-               "data": {**given, **{key: cases[key].answer for key in given if key in cases}}})
+    lab.support("krm_reason").resend_explained(lab, QUESTION)
 
 
 #: What a hurried learner might try instead: each must leave the check failing, with a hint.
