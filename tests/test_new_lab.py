@@ -102,7 +102,7 @@ def test_the_first_cell_is_written_from_lab_yaml_and_shows_when_they_drift_apart
     (["other", "--concepts", "K1", "--number", "100"], "is not between 00 and 99"),
     (["other"], "at least one concept ID"),
     (["other", "--concepts", "K1,X9"], "Not concept IDs of the course outline: X9"),
-    (["other", "--concepts", "K1", "--part", "VII"], "Part 'VII' is not a part of the course"),
+    (["other", "--concepts", "K1", "--part", "VIII"], "Part 'VIII' is not a part of the course"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_bad_input_is_refused_with_a_hint_and_leaves_nothing_behind(roots: Path, capsys, args, says) -> None:
     scaffolding.new_lab(NAME, concepts=["K1"])  # takes number 00
