@@ -88,6 +88,22 @@ def image_tests_asked(config: pytest.Config) -> bool:
     return os.environ.get("KRMCOURSE_IMAGE_TESTS") == "1" or "image" in (config.getoption("markexpr") or "")
 
 
+class _EveryNotebookOnEveryProvider:
+    """A learner runs every notebook on whichever provider they have: each is marked every_provider before -m
+    deselects, so that '-m every_provider' (CI's kind phase) selects it. (A plugin of its own, since this
+    conftest's hook below runs after -m, and item hooks here see only the items under tests/.)"""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if item.path.suffix == ".ipynb":
+                item.add_marker(pytest.mark.every_provider)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_EveryNotebookOnEveryProvider(), "krmcourse-notebook-marks")
+
+
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what they will
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _part_v_at_half_a_core(items)
@@ -97,8 +113,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Tests of one provider's own machinery run when the run uses that provider: a kwok run says so
     # rather than failing for want of Docker, and a kind run never skips them.
     for item in items:
-        if item.path.suffix == ".ipynb":  # a learner runs every notebook on whichever provider they have
-            item.add_marker(pytest.mark.every_provider)
         if (marker := item.get_closest_marker("registry")) and os.environ.get("KRMCOURSE_REGISTRY_TESTS") != "1":
             item.add_marker(pytest.mark.skip(reason=f"{marker.kwargs.get('reason', 'asks a package registry')}: "
                                                     "KRMCOURSE_REGISTRY_TESTS=1 runs it (CI does, while the "

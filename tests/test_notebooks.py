@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -220,3 +222,14 @@ def test_controller_runtime_tables_name_only_what_the_learner_saw(path: Path) ->
     assert not found, (f"{path.name}: the controller-runtime table names lab-internal functions the notebook never "
                        "shows; describe what the learner saw happen, or name code they read or wrote:\n"
                        + "\n".join(found))
+
+
+def test_the_kind_phase_marker_selects_every_notebook() -> None:
+    """CI's kind phase runs '-m "every_provider or kind"': every notebook must be among what it selects. A hook
+    that marked notebooks only after -m had deselected them once ran that phase with no notebook at all."""
+    root = NOTEBOOKS[0].parent.parent
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+                           "--nbval-lax", "-m", "every_provider or kind", "tests/test_notebooks.py",
+                           f"notebooks/{NOTEBOOKS[0].name}"], cwd=root, capture_output=True, text=True, timeout=300)
+    cells = [line for line in done.stdout.splitlines() if line.startswith(f"notebooks/{NOTEBOOKS[0].name}::")]
+    assert cells, f"'-m every_provider' selected no cell of {NOTEBOOKS[0].name}:\n{done.stdout[-3000:]}"
